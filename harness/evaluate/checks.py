@@ -1,0 +1,108 @@
+"""Checks on a candidate's behaviour: output comparison with dtype-aware tolerances, input
+mutation, and a dispatcher guard that catches calls of PyTorch compute ops (from Python or C++)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# Tolerances honest for each dtype's precision: a kernel that computes an fp32 task in bf16
+# (error ~4e-3) cannot pass the fp32 bound.
+DEFAULT_TOLERANCE: dict[torch.dtype, tuple[float, float]] = {  # (atol, rtol)
+    torch.float64: (1e-7, 1e-7),
+    torch.float32: (1e-4, 1e-4),
+    torch.float16: (2e-3, 2e-3),
+    torch.bfloat16: (1.6e-2, 1.6e-2),
+}
+
+# ATen ops a candidate may call itself: allocation, views, copies and metadata. Anything else
+# is PyTorch doing the computation the candidate was asked to write.
+ALLOWED_OPS = frozenset(
+    """empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like ones ones_like full
+    full_like fill_ zero_ new_zeros new_ones new_full detach alias view _unsafe_view reshape
+    as_strided t transpose permute squeeze unsqueeze expand flatten unflatten select slice split chunk
+    narrow contiguous clone copy_ _to_copy to lift_fresh unbind view_as_real view_as_complex
+    _reshape_alias resize_ set_ is_same_size sym_size sym_stride sym_numel sym_storage_offset
+    _local_scalar_dense""".split()
+)
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    reason: str
+
+
+def tolerance_for(dtype: torch.dtype, override: dict | None = None) -> tuple[float, float]:
+    atol, rtol = DEFAULT_TOLERANCE.get(dtype, (0.0, 0.0))
+    override = override or {}
+    return float(override.get("atol", atol)), float(override.get("rtol", rtol))
+
+
+def _flatten(output: object) -> list[torch.Tensor]:
+    if isinstance(output, torch.Tensor):
+        return [output]
+    if isinstance(output, (list, tuple)):
+        return [t for item in output for t in _flatten(item)]
+    raise TypeError(f"forward returned {type(output).__name__}; expected a tensor or a tuple of tensors")
+
+
+def compare(expected: object, actual: object, tolerance: dict | None = None) -> Mismatch | None:
+    """None when actual matches expected within the dtype's tolerance, else what differs."""
+    try:
+        want, got = _flatten(expected), _flatten(actual)
+    except TypeError as exc:
+        return Mismatch(str(exc))
+    if len(want) != len(got):
+        return Mismatch(f"forward returned {len(got)} tensors; the reference returns {len(want)}")
+    for i, (w, g) in enumerate(zip(want, got)):
+        label = f"output {i}" if len(want) > 1 else "output"
+        if g.shape != w.shape:
+            return Mismatch(f"{label} has shape {tuple(g.shape)}; expected {tuple(w.shape)}")
+        if g.dtype != w.dtype:
+            return Mismatch(f"{label} has dtype {g.dtype}; expected {w.dtype}")
+        g, w = g.detach().cpu(), w.detach().cpu()
+        atol, rtol = tolerance_for(w.dtype, tolerance)
+        if not torch.isfinite(g).all() and torch.isfinite(w).all():
+            return Mismatch(f"{label} holds NaN or Inf where the reference is finite")
+        if not torch.allclose(g.double(), w.double(), atol=atol, rtol=rtol, equal_nan=True):
+            err = (g.double() - w.double()).abs()
+            worst = int(err.nan_to_num(float("inf")).argmax())
+            index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), w.shape))
+            bad = int((err > atol + rtol * w.double().abs()).sum())
+            return Mismatch(
+                f"{label} differs at {bad} of {w.numel()} elements (atol={atol:g}, rtol={rtol:g}); "
+                f"worst at {list(index)}: got {g.reshape(-1)[worst].item():.6g}, "
+                f"expected {w.reshape(-1)[worst].item():.6g}"
+            )
+    return None
+
+
+def mutated_inputs(before: list[object], after: list[object]) -> str | None:
+    """Which input a call changed, if any (inputs are the caller's, never scratch space)."""
+    for i, (b, a) in enumerate(zip(before, after)):
+        if isinstance(b, torch.Tensor) and not torch.equal(b, a):
+            return f"input {i} was modified by forward; inputs must be left unchanged"
+    return None
+
+
+class OpRecorder(TorchDispatchMode):
+    """Records every ATen op reaching the dispatcher, including calls made from C++ extensions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def forbidden_ops(ops: list[str]) -> list[str]:
+    """The compute ops among those recorded, in first-seen order."""
+    seen: dict[str, None] = {}
+    for op in ops:
+        if op.rstrip("_") not in ALLOWED_OPS and op not in ALLOWED_OPS:
+            seen.setdefault(op)
+    return list(seen)

@@ -1,0 +1,51 @@
+"""EvalResult: the record of one candidate's evaluation, as agents, MLflow and the CLI see it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+VERDICTS = ("correct", "incorrect", "compile_error", "runtime_error", "timeout", "crash", "rejected")
+
+
+@dataclass
+class EvalResult:
+    task: str
+    platform: str
+    verdict: str
+    reason: str = ""
+    time_ms: float | None = None
+    baselines: dict[str, float] = field(default_factory=dict)
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    sol_fraction: float | None = None
+    phases: dict[str, float] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
+    cached_build: bool = False
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict {self.verdict!r} is not one of {VERDICTS}")
+
+    @property
+    def correct(self) -> bool:
+        return self.verdict == "correct"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"correct": self.correct, **asdict(self)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "EvalResult":
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+    def summary(self) -> str:
+        """One line for prompts and logs."""
+        if self.correct:
+            speed = f"{self.time_ms:.4g} ms, {self.speedup_vs_eager:.3g}x vs eager"
+            return f"correct ({speed})"
+        return f"{self.verdict}: {self.reason}"

@@ -1,0 +1,201 @@
+"""The worker process: runs a reference or a candidate on seeded inputs, times it, writes records.
+
+Run as `python -m harness.evaluate.worker REQUEST.json`. Whatever the candidate does, this
+process's exit is read by the parent (sandbox.py) as a verdict, never as a harness failure.
+"""
+
+from __future__ import annotations
+
+# Bind the clocks before anything a candidate can touch is imported.
+from harness.evaluate import timing  # noqa: I001
+
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness.platforms import build_cache
+from harness.evaluate.checks import OpRecorder, forbidden_ops, mutated_inputs
+from harness.tasks import load_reference_module
+
+
+class Verdict(Exception):
+    """Ends the evaluation with a verdict and a reason."""
+
+    def __init__(self, verdict: str, reason: str):
+        super().__init__(reason)
+        self.verdict, self.reason = verdict, reason
+
+
+def _trim(text: str, limit: int = 2000) -> str:
+    return text if len(text) <= limit else text[: limit // 2] + "\n...\n" + text[-limit // 2:]
+
+
+def _to_device(value: Any, device: torch.device) -> Any:
+    return value.to(device) if isinstance(value, torch.Tensor) else value
+
+
+def make_inputs(reference, seed: int, device: torch.device) -> list[Any]:
+    torch.manual_seed(seed)
+    return [_to_device(v, device) for v in reference.get_inputs()]
+
+
+def build_model(cls, reference, seed: int, device: torch.device) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return cls(*reference.get_init_inputs()).to(device).eval()
+
+
+def copy_parameters(source: torch.nn.Module, target: torch.nn.Module) -> None:
+    """Give the candidate the reference's weights, by name where names match, else by order."""
+    src, dst = source.state_dict(), target.state_dict()
+    if not src:
+        return
+    if all(k in dst and dst[k].shape == v.shape for k, v in src.items()):
+        pairs = [(dst[k], v) for k, v in src.items()]
+    elif [v.shape for v in src.values()] == [v.shape for v in dst.values()]:
+        pairs = list(zip(dst.values(), src.values()))
+    else:
+        raise Verdict(
+            "runtime_error",
+            f"ModelNew's parameters {[(k, tuple(v.shape)) for k, v in dst.items()]} do not match the "
+            f"reference's {[(k, tuple(v.shape)) for k, v in src.items()]}",
+        )
+    with torch.no_grad():
+        for d, s in pairs:
+            d.copy_(s)
+
+
+def _load_candidate(path: Path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("forgebench_candidate", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["forgebench_candidate"] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise Verdict("compile_error", f"SyntaxError: {exc}") from exc
+    except Exception as exc:  # compiler output arrives here from compile_cpp and load_inline
+        raise Verdict("compile_error", _trim(f"{type(exc).__name__}: {exc}")) from exc
+    if not hasattr(module, "ModelNew"):
+        raise Verdict("compile_error", "the candidate defines no class ModelNew(nn.Module)")
+    return module
+
+
+def _timing_sets(reference, request: dict, device: torch.device) -> list[list[Any]]:
+    return [make_inputs(reference, s, device) for s in request["timing_seeds"]]
+
+
+def run_reference(request: dict, device: torch.device, reference) -> dict:
+    model = build_model(reference.Model, reference, request["init_seed"], device)
+    outputs = [model(*make_inputs(reference, s, device)) for s in request["check_seeds"]]
+    torch.save([_detach(o) for o in outputs], request["outputs_path"])
+    return {"verdict": "correct"}
+
+
+def _detach(output: Any) -> Any:
+    if isinstance(output, torch.Tensor):
+        return output.detach().cpu().clone()
+    if isinstance(output, (list, tuple)):
+        return [_detach(o) for o in output]
+    return output
+
+
+def run_candidate(request: dict, device: torch.device, reference) -> dict:
+    phases: dict[str, float] = {}
+    baselines: dict[str, float] = {}
+    budget = request["timing"]
+    ref_model = build_model(reference.Model, reference, request["init_seed"], device)
+    timing_sets = _timing_sets(reference, request, device)
+    clock = timing._perf_counter
+
+    start = clock()
+    for name in request["baselines"]:
+        fn = ref_model if name == "eager" else torch.compile(ref_model, mode=None if name == "compile" else name)
+        baselines[f"{name}_ms"] = timing.measure(fn, timing_sets, device, **budget).median_ms
+    phases["baselines_s"] = clock() - start
+
+    start = clock()
+    candidate = _load_candidate(Path(request["candidate_path"]))
+    phases["build_s"] = clock() - start
+
+    start = clock()
+    try:
+        model = build_model(candidate.ModelNew, reference, request["init_seed"], device)
+        copy_parameters(ref_model, model)
+        outputs = []
+        for seed in request["check_seeds"]:
+            inputs = make_inputs(reference, seed, device)
+            before = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
+            outputs.append(_detach(model(*inputs)))
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            mutation = mutated_inputs(before, inputs)
+            if mutation:
+                raise Verdict("rejected", mutation)
+        torch.save(outputs, request["outputs_path"])
+        with OpRecorder() as recorder:
+            model(*timing_sets[0])
+        forbidden = forbidden_ops(recorder.ops)
+        if forbidden:
+            raise Verdict(
+                "rejected",
+                f"forward calls PyTorch compute ops ({', '.join('aten.' + op for op in forbidden[:5])}); "
+                "the computation must be the candidate's own kernels",
+            )
+    except Verdict:
+        raise
+    except Exception as exc:
+        raise Verdict("runtime_error", _trim(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-3)}")) from exc
+    phases["check_s"] = clock() - start
+
+    start = clock()
+    measured = timing.measure(model, timing_sets, device, **budget)
+    phases["timing_s"] = clock() - start
+    builds = build_cache.BUILDS
+    return {"verdict": "correct", "cached_build": bool(builds) and all(b.cached for b in builds), "time_ms": measured.median_ms, "timing": measured.to_dict(),
+            "baselines": baselines, "phases": phases}
+
+
+def environment(device: torch.device) -> dict[str, Any]:
+    env = {"torch": torch.__version__, "python": sys.version.split()[0], "device": device.type}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        env.update(device_name=props.name, cuda=torch.version.cuda, sm_count=props.multi_processor_count)
+        try:
+            import triton
+
+            env["triton"] = triton.__version__
+        except ImportError:
+            pass
+    else:
+        import platform
+
+        env.update(device_name=platform.processor() or platform.machine(), threads=torch.get_num_threads())
+    return env
+
+
+def main(request_path: str) -> int:
+    request = json.loads(Path(request_path).read_text())
+    result_path = Path(request["result_path"])
+    device = torch.device(request["device"])
+    started = time.time()
+    try:
+        reference = load_reference_module(Path(request["reference_path"]))
+        torch.set_grad_enabled(False)  # baselines and candidates are timed for inference
+        runner = run_reference if request["mode"] == "reference" else run_candidate
+        record = runner(request, device, reference)
+    except Verdict as v:
+        record = {"verdict": v.verdict, "reason": v.reason}
+    record["env"] = environment(device)
+    record["wall_s"] = time.time() - started
+    result_path.write_text(json.dumps(record))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,38 @@
+"""The chat-model interface agents use, and code extraction from an answer."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Protocol
+
+_CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    model: str
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float
+    latency_s: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class ChatModel(Protocol):
+    name: str
+
+    def check_ready(self) -> None:
+        """Raise ForgeBenchError, naming the missing variable or server, if it cannot be called."""
+
+    def complete(self, messages: list[dict[str, str]]) -> Completion:
+        """Answer a chat; raises only for faults the caller cannot recover from."""
+
+
+def extract_code(text: str) -> str | None:
+    """The last Python code block of an answer, or None when it has none."""
+    blocks = _CODE_BLOCK.findall(text)
+    return blocks[-1].strip() + "\n" if blocks else None

@@ -1,0 +1,61 @@
+"""Prompts are data: the .md files beside this module, filled from the task, platform and tree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from string import Template
+
+from harness.platforms.base import Platform
+from harness.tasks import Task
+from harness.trace import signature
+
+PROMPTS_DIR = Path(__file__).resolve().parent
+
+INSTRUCTIONS = {
+    "refine": "Make this version faster while keeping it correct. Say in the approach line what you changed.",
+    "repair": "This version failed. Fix the failure and keep the approach if it is sound.",
+}
+
+
+def _template(name: str) -> Template:
+    return Template((PROMPTS_DIR / f"{name}.md").read_text())
+
+
+def task_section(task: Task, platform: Platform) -> str:
+    sig = signature(task)
+    roofline = (f"{task.bytes_moved:.0f} bytes moved, {task.flops:.0f} FLOPs"
+                if task.bytes_moved and task.flops else "unknown")
+    return _template("task").substitute(
+        task_id=task.id, operator=task.operator or sig.operator, aten_ops=", ".join(sig.aten_ops) or "unknown",
+        input_shapes=sig.input_shapes, input_dtypes="[" + ", ".join(sig.input_dtypes) + "]",
+        init_inputs=sig.init_inputs, platform=platform.name, roofline=roofline,
+        reference=task.reference_source.strip(),
+    )
+
+
+def approach_line(source: str | None) -> str:
+    """The candidate's own one-line description of itself, as the prompt asked for."""
+    first = (source or "").lstrip().splitlines()[:1]
+    return first[0].lstrip("# ").strip() if first and first[0].startswith("#") else "no approach line"
+
+
+def attempts_section(attempts: list[tuple[str | None, str]]) -> str:
+    """Earlier attempts, so the model does not repeat what failed or was slow."""
+    if not attempts:
+        return ""
+    lines = [f"- `{approach_line(source)}`: {outcome}" for source, outcome in attempts]
+    return "\n## Earlier attempts (do not repeat these)\n" + "\n".join(lines) + "\n"
+
+
+def build_messages(task: Task, platform: Platform, action: str, attempts: list[tuple[str | None, str]],
+                   parent_source: str | None = None, parent_result: str = "") -> list[dict[str, str]]:
+    """The exact chat a model sees for one expansion; rebuilt from the tree, it is the same."""
+    fields = {"task": task_section(task, platform), "platform_notes": platform.prompt_notes().strip(),
+              "attempts": attempts_section(attempts)}
+    if action == "new":
+        user = _template("new").substitute(fields)
+    else:
+        user = _template("refine").substitute(fields, parent_source=(parent_source or "").strip(),
+                                              parent_result=parent_result, instruction=INSTRUCTIONS[action])
+    return [{"role": "system", "content": _template("system").template.strip()},
+            {"role": "user", "content": user}]

@@ -39,7 +39,7 @@ class Evaluator:
         if reason:
             raise ForgeBenchError(reason)
         self.platform, self.settings = platform, settings
-        self.work_dir, self.cache_dir = Path(work_dir), Path(cache_dir)
+        self.work_dir, self.cache_dir = Path(work_dir).resolve(), Path(cache_dir).resolve()
         self._expected: dict[str, object] = {}
 
     def _request(self, task: Task, mode: str, folder: Path, **extra) -> Path:

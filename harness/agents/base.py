@@ -1,0 +1,106 @@
+"""What every strategy shares: the budget, and expanding the tree by one model call and one evaluation."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.agents.tree import Node, SearchTree
+from harness.evaluate import Evaluator
+from harness.llm.base import ChatModel, Completion, extract_code
+from harness.platforms.base import Platform
+from harness.prompts import build_messages
+from harness.tasks import Task
+
+
+@dataclass
+class Budget:
+    rounds: int = 8
+    usd: float | None = None
+    tokens: int | None = None
+    wall_s: float | None = None
+
+    def exhausted(self, tree: SearchTree, started: float) -> str | None:
+        """The name of the first budget used up, or None while all remain."""
+        totals = tree.totals()
+        if totals["llm_calls"] >= self.rounds:
+            return "rounds"
+        if self.usd is not None and totals["cost_usd"] >= self.usd:
+            return "usd"
+        if self.tokens is not None and totals["tokens_in"] + totals["tokens_out"] >= self.tokens:
+            return "tokens"
+        if self.wall_s is not None and time.monotonic() - started >= self.wall_s:
+            return "wall_s"
+        return None
+
+
+@dataclass
+class AgentContext:
+    task: Task
+    platform: Platform
+    model: ChatModel
+    evaluator: Evaluator
+    tree: SearchTree
+    budget: Budget
+    transcripts: Path
+
+
+@dataclass
+class AgentOutcome:
+    best: Node | None
+    stop_reason: str
+    tree: SearchTree
+
+
+def _store(folder: Path, payload: dict) -> str:
+    """Content-addressed record of a prompt or response; returns its id."""
+    text = json.dumps(payload, sort_keys=True)
+    key = hashlib.sha256(text.encode()).hexdigest()[:20]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{key}.json").write_text(text)
+    return key
+
+
+def ask(ctx: AgentContext, node_id: int, messages: list[dict[str, str]]) -> tuple[str, Completion]:
+    """Call the model, or reuse the answer on disk for this node's exact request (a resumed run
+    never pays twice for a call it already made)."""
+    prompt_id = _store(ctx.transcripts, {"model": ctx.model.name, "node": node_id, "messages": messages})
+    cached = ctx.transcripts / f"response-{prompt_id}.json"
+    if cached.is_file():
+        return prompt_id, Completion(**json.loads(cached.read_text()))
+    completion = ctx.model.complete(messages)
+    cached.write_text(json.dumps(completion.to_dict()))
+    return prompt_id, completion
+
+
+def attempts_for_prompt(tree: SearchTree, limit: int = 8) -> list[tuple[str | None, str]]:
+    """Failed and recent attempts, shown to the model so it does not repeat them."""
+    failed = [n for n in tree.nodes if not n.correct]
+    recent = tree.nodes[-limit:]
+    chosen = sorted({n.id: n for n in failed[-limit:] + recent}.values(), key=lambda n: n.id)
+    return [(n.source, n.outcome()) for n in chosen[-limit:]]
+
+
+def expand(ctx: AgentContext, action: str, parent: Node | None) -> Node:
+    """One round: build the prompt, ask the model, evaluate its code, persist the node."""
+    started = time.monotonic()
+    messages = build_messages(
+        ctx.task, ctx.platform, action, attempts_for_prompt(ctx.tree),
+        parent_source=parent.source if parent else None,
+        parent_result=parent.outcome() if parent else "",
+    )
+    node_id = ctx.tree.next_id()
+    prompt_id, completion = ask(ctx, node_id, messages)
+    source = extract_code(completion.text)
+    result = ctx.evaluator.evaluate(ctx.task, source) if source else None
+    node = Node(
+        id=node_id, parent_id=parent.id if parent else None, action=action,
+        prompt_id=prompt_id, response_id=f"response-{prompt_id}", source=source, result=result,
+        cost_usd=completion.cost_usd, tokens_in=completion.tokens_in,
+        tokens_out=completion.tokens_out, wall_s=time.monotonic() - started,
+        note="" if source else "the answer held no code block: " + completion.text.strip()[:200],
+    )
+    return ctx.tree.add(node)

@@ -1,0 +1,125 @@
+"""The one CLI: `forgebench eval | tasks | leaderboard`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from harness.errors import ForgeBenchError
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from omegaconf import OmegaConf
+
+    from harness.config import compose, instantiate
+    from harness.evaluate import EvalSettings, Evaluator
+    from harness.tasks import resolve_one
+
+    candidate = Path(args.candidate)
+    if not candidate.is_file():
+        raise ForgeBenchError(f"candidate file '{candidate}' does not exist; pass the path of a .py file defining ModelNew.")
+    cfg = compose(platform=args.platform, overrides=args.override)
+    task = resolve_one(args.task)
+    platform = instantiate(cfg.platform, "platform")
+    evaluator = Evaluator(platform, EvalSettings(**OmegaConf.to_container(cfg.evaluate)),
+                          Path(cfg.run_root) / "eval" / time.strftime("%Y%m%d-%H%M%S"), Path(cfg.cache_dir))
+    result = evaluator.evaluate(task, candidate.read_text())
+    print(result.to_json() if args.json else _describe(result))
+    return 0
+
+
+def _describe(result) -> str:
+    lines = [f"{result.task} on {result.platform}: {result.summary()}"]
+    for name, ms in result.baselines.items():
+        lines.append(f"  {name.removesuffix('_ms')}: {ms:.4g} ms")
+    if result.phases:
+        lines.append("  phases: " + ", ".join(f"{k} {v:.2f}" for k, v in result.phases.items()))
+    return "\n".join(lines)
+
+
+def _tasks_list(args: argparse.Namespace) -> int:
+    from tabulate import tabulate
+
+    from harness.tasks import discover, select
+
+    tasks = select(args.tasks) if args.tasks else discover()
+    rows = [(t.id, t.source, t.operator or "?", t.shapes, ",".join(t.dtypes)) for t in tasks]
+    print(tabulate(rows, headers=["id", "source", "operator", "shapes", "dtypes"], tablefmt="github"))
+    return 0
+
+
+def _tasks_validate(args: argparse.Namespace) -> int:
+    from harness.tasks import TASKS_ROOT, load_kernelbench_file, load_task_dir
+    from harness.trace import signature
+
+    roots = [Path(p) for p in args.paths] or [TASKS_ROOT]
+    targets = [p.parent for root in roots for p in sorted(root.rglob("task.yaml"))] if all(r.is_dir() for r in roots) else roots
+    problems = 0
+    for target in targets:
+        try:
+            task = load_task_dir(target) if target.is_dir() else load_kernelbench_file(target)
+            signature(task)
+        except ForgeBenchError as exc:
+            problems += 1
+            print(f"error: {exc}")
+    print(f"{len(targets) - problems} of {len(targets)} tasks valid")
+    return 1 if problems else 0
+
+
+def _leaderboard(args: argparse.Namespace) -> int:
+    from leaderboard.table import TASK_COLUMNS, render, summarize, task_runs
+
+    from harness.config import compose
+
+    cfg = compose()
+    tracking_uri = args.tracking_uri or cfg.tracking_uri
+    tasks = task_runs(tracking_uri, args.experiment or cfg.experiment, args.run)
+    if tasks.empty:
+        print(f"no ForgeBench runs in {tracking_uri}; run `pytest suite/` first.")
+        return 0
+    print(render(tasks.sort_values("task"), TASK_COLUMNS) if args.per_task else render(summarize(tasks)))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="forgebench", description="Benchmark LLM-written kernels against PyTorch.")
+    sub = top.add_subparsers(dest="command", required=True)
+
+    ev = sub.add_parser("eval", help="build, check and time one candidate; prints an EvalResult")
+    ev.add_argument("--task", required=True, help="task id, task folder, or KernelBench-format .py file")
+    ev.add_argument("--candidate", required=True, help="Python file defining ModelNew")
+    ev.add_argument("--platform", default="cpu", help="cpu, cuda or triton (conf/platform/)")
+    ev.add_argument("--json", action="store_true", help="print the EvalResult as JSON")
+    ev.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="a Hydra override")
+    ev.set_defaults(run=_eval)
+
+    tasks = sub.add_parser("tasks", help="list or validate tasks").add_subparsers(dest="action", required=True)
+    listing = tasks.add_parser("list", help="the tasks under tasks/ (or those a pattern selects)")
+    listing.add_argument("--tasks", default=None, help="id pattern, source, or path to KernelBench files")
+    listing.set_defaults(run=_tasks_list)
+    validate = tasks.add_parser("validate", help="check every task.yaml and reference.py")
+    validate.add_argument("paths", nargs="*", help="task folders, tasks roots, or KernelBench files (default: tasks/)")
+    validate.set_defaults(run=_tasks_validate)
+
+    board = sub.add_parser("leaderboard", help="the leaderboard, from MLflow alone")
+    board.add_argument("--tracking-uri", default=None, help="MLflow store (default: MLFLOW_TRACKING_URI or sqlite:///mlflow.db)")
+    board.add_argument("--experiment", default=None, help="MLflow experiment (default: forgebench)")
+    board.add_argument("--run", default=None, help="only this suite run (its MLflow run id)")
+    board.add_argument("--per-task", action="store_true", help="one row per task instead of per suite run")
+    board.set_defaults(run=_leaderboard)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except ForgeBenchError as exc:
+        print(f"forgebench: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Real providers through litellm (imported only here, so the evaluator never pays for it)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from harness.errors import ForgeBenchError
+from harness.llm.base import Completion
+
+
+@dataclass
+class LiteLLMModel:
+    name: str
+    api_base: str | None = None
+    api_key_env: str | None = None  # for a server litellm has no key convention for
+    temperature: float = 0.7
+    max_tokens: int = 8192
+    timeout_s: float = 300.0
+    num_retries: int = 3
+    # Per-token prices (USD) for models litellm's price map does not know, e.g. a local server.
+    input_cost_per_token: float | None = None
+    output_cost_per_token: float | None = None
+    extra: dict = field(default_factory=dict)  # passed to litellm.completion as is (e.g. mock_response)
+
+    def _litellm(self):
+        import litellm
+
+        litellm.suppress_debug_info = True
+        if self.input_cost_per_token is not None:
+            litellm.register_model({self.name: {
+                "input_cost_per_token": self.input_cost_per_token,
+                "output_cost_per_token": self.output_cost_per_token or 0.0,
+                "litellm_provider": self.name.split("/", 1)[0], "mode": "chat",
+            }})
+        return litellm
+
+    def _api_key(self) -> str | None:
+        import os
+
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+    def check_ready(self) -> None:
+        import os
+
+        if self.api_key_env:
+            if not os.environ.get(self.api_key_env):
+                raise ForgeBenchError(f"model '{self.name}' needs {self.api_key_env} in the environment; export it.")
+            return
+        if self.api_base or "mock_response" in self.extra:
+            return  # a local server or a mock needs no key
+        check = self._litellm().validate_environment(model=self.name)
+        if not check.get("keys_in_environment", False):
+            missing = ", ".join(check.get("missing_keys") or ["an API key"])
+            raise ForgeBenchError(
+                f"model '{self.name}' needs {missing} in the environment; export it, or run with --model offline."
+            )
+
+    def complete(self, messages: list[dict[str, str]]) -> Completion:
+        litellm = self._litellm()
+        started = time.monotonic()
+        response = litellm.completion(
+            model=self.name, messages=messages, api_base=self.api_base, api_key=self._api_key(),
+            temperature=self.temperature, max_tokens=self.max_tokens, timeout=self.timeout_s,
+            num_retries=self.num_retries, **self.extra,
+        )
+        usage = getattr(response, "usage", None)
+        try:
+            cost = float(litellm.completion_cost(completion_response=response))
+        except Exception:  # litellm raises a bare Exception for models missing from its price map
+            cost = 0.0
+        return Completion(
+            text=response.choices[0].message.content or "", model=self.name,
+            tokens_in=getattr(usage, "prompt_tokens", 0) or 0, tokens_out=getattr(usage, "completion_tokens", 0) or 0,
+            cost_usd=cost, latency_s=time.monotonic() - started,
+        )

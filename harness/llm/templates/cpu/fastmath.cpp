@@ -1,0 +1,30 @@
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+// exp from a Cephes polynomial (about 2 ulp): glibc's expf has no SIMD variant unless the
+// build uses -ffast-math, so a loop that calls it stays scalar; this one vectorises.
+static inline float poly_exp(float x) {
+    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    float n = floorf(x * 1.44269504088896341f + 0.5f);
+    float r = x - n * 0.693359375f + n * 2.12194440e-4f;  // ln 2 split in two keeps r exact
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+#ifdef EXP_poly
+#define EXPF poly_exp
+#else
+#define EXPF expf
+#endif
+
+static inline float sigmoid_f(float x) { return 1.0f / (1.0f + EXPF(-x)); }

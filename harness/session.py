@@ -1,0 +1,78 @@
+"""A suite run: objects built from the composed config, each task searched, recorded as it ends."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from harness.agents.base import AgentContext, AgentOutcome, Budget
+from harness.agents.tree import SearchTree
+from harness.config import instantiate
+from harness.errors import ForgeBenchError
+from harness.evaluate import EvalSettings, Evaluator
+from harness.record import Recorder
+from harness.tasks import Task, select
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")
+
+
+def _budget(cfg: DictConfig) -> Budget:
+    try:
+        budget = Budget(**OmegaConf.to_container(cfg.budget))
+        if not isinstance(budget.rounds, int) or budget.rounds < 1:
+            raise TypeError
+    except TypeError as exc:
+        raise ForgeBenchError(
+            f"budget {OmegaConf.to_container(cfg.budget)} is not valid; rounds must be a positive "
+            "integer and usd, tokens, wall_s numbers or null (conf/budget/)."
+        ) from exc
+    return budget
+
+
+@dataclass
+class TaskOutcome:
+    task: Task
+    agent: AgentOutcome
+    run_id: str
+
+
+class SuiteRun:
+    """Everything one `pytest suite/` invocation shares; tasks are run one at a time."""
+
+    def __init__(self, cfg: DictConfig, run_dir: Path | None = None):
+        self.cfg = cfg
+        self.agent = instantiate(cfg.agent, "agent")
+        self.model = instantiate(cfg.model, "model")
+        self.model.check_ready()  # fail at start, not after the first task, on a missing key
+        self.platform = instantiate(cfg.platform, "platform")
+        self.budget = _budget(cfg)
+        label = _slug(f"{self.agent.name}-{self.model.name}-{self.platform.name}")
+        self.run_dir = run_dir or Path(cfg.run_root) / label / time.strftime("%Y%m%d-%H%M%S")
+        self.evaluator = Evaluator(self.platform, EvalSettings(**OmegaConf.to_container(cfg.evaluate)),
+                                   self.run_dir / "work", Path(cfg.cache_dir))
+        self.recorder = Recorder(cfg.tracking_uri, cfg.experiment)
+        self.parent_run_id = self.recorder.start_suite({
+            "agent": self.agent.name, "model": self.model.name, "platform": self.platform.name,
+            "suite": cfg.suite.name if cfg.tasks is None else str(cfg.tasks), "run_dir": str(self.run_dir),
+        }, OmegaConf.to_container(cfg))
+
+    def tasks(self) -> list[Task]:
+        return select(self.cfg.tasks if self.cfg.tasks is not None else list(self.cfg.suite.tasks))
+
+    def run_task(self, task: Task) -> TaskOutcome:
+        folder = self.run_dir / "tasks" / task.id
+        ctx = AgentContext(task, self.platform, self.model, self.evaluator, SearchTree(folder / "tree.jsonl"),
+                           self.budget, folder / "transcripts")
+        started = time.monotonic()
+        outcome = self.agent.run(ctx)
+        run_id = self.recorder.record_task(self.parent_run_id, task, outcome, folder, time.monotonic() - started)
+        return TaskOutcome(task, outcome, run_id)
+
+    def close(self, status: str = "FINISHED") -> None:
+        self.recorder.end_suite(self.parent_run_id, status)

@@ -1,0 +1,108 @@
+"""The ForgeBench pytest plugin: compose the config from options, one test per task."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.errors import ForgeBenchError
+
+_RUN = pytest.StashKey["object"]()
+
+
+def _default_platform() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("forgebench")
+    group.addoption("--agent", default=None, help="agent strategy: an entry of conf/agent/ (default: mcts)")
+    group.addoption("--model", default=None,
+                    help="an entry of conf/model/ or any litellm model string such as openai/gpt-4o (default: offline)")
+    group.addoption("--platform", default=None, help="cpu, cuda or triton (default: cuda where a GPU is present)")
+    group.addoption("--tasks", default=None,
+                    help="a suite name (conf/suite/), a task id pattern, or a path to KernelBench-format files")
+    group.addoption("--rounds", type=int, default=None, help="candidates evaluated per task (budget.rounds)")
+    group.addoption("--override", action="append", default=[], metavar="KEY=VALUE",
+                    help="a raw Hydra override, e.g. --override evaluate.timeout_s=60 (repeatable)")
+
+
+def _compose(config: pytest.Config):
+    from harness.config import compose, group_options
+
+    tasks = config.getoption("--tasks")
+    suite = tasks if tasks in group_options("suite") else None
+    overrides = list(config.getoption("--override"))
+    if tasks is not None and suite is None:
+        overrides.append(f"tasks={tasks}")
+    if config.getoption("--rounds") is not None:
+        overrides.append(f"budget.rounds={config.getoption('--rounds')}")
+    return compose(agent=config.getoption("--agent"), model=config.getoption("--model"),
+                   platform=config.getoption("--platform") or _default_platform(), suite=suite, overrides=overrides)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from harness.session import SuiteRun
+
+    if config.option.collectonly or getattr(config, "workerinput", None) is not None:
+        return
+    try:
+        config.stash[_RUN] = SuiteRun(_compose(config))
+    except ForgeBenchError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "task" not in metafunc.fixturenames:
+        return
+    run = metafunc.config.stash.get(_RUN, None)
+    try:
+        tasks = run.tasks() if run else _tasks_without_run(metafunc.config)
+    except ForgeBenchError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    metafunc.parametrize("task", tasks, ids=[t.id for t in tasks])
+
+
+def _tasks_without_run(config: pytest.Config):
+    from harness.tasks import select
+
+    cfg = _compose(config)
+    return select(cfg.tasks if cfg.tasks is not None else list(cfg.suite.tasks))
+
+
+@pytest.fixture(scope="session")
+def suite_run(pytestconfig: pytest.Config):
+    return pytestconfig.stash[_RUN]
+
+
+@pytest.fixture
+def outcome(task, suite_run):
+    """The agent's search on this task, recorded in MLflow; a fault here is a pytest error."""
+    return suite_run.run_task(task)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    run = config.stash.get(_RUN, None)
+    if run is not None:
+        run.close()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    from leaderboard.table import TASK_COLUMNS, render, summarize, task_runs
+
+    run = config.stash.get(_RUN, None)
+    if run is None:
+        return
+    tasks = task_runs(run.recorder.tracking_uri, run.cfg.experiment, run.parent_run_id)
+    if tasks.empty:
+        return
+    write = terminalreporter.write_line
+    terminalreporter.section("ForgeBench leaderboard (this run)")
+    write(render(tasks.sort_values("task"), TASK_COLUMNS))
+    write("")
+    write(render(summarize(tasks)))
+    write("")
+    write(f"records: MLflow {run.recorder.tracking_uri} (experiment '{run.cfg.experiment}', run {run.parent_run_id});"
+          f" trees and transcripts: {run.run_dir}")
+    write("all runs: forgebench leaderboard")

@@ -1,0 +1,13 @@
+"""One test per task: passes when the agent produced a correct kernel, fails with the verdict otherwise."""
+
+
+def test_kernel(task, outcome):
+    best = outcome.agent.best
+    if best is None:
+        last = outcome.agent.tree.nodes[-1] if outcome.agent.tree.nodes else None
+        detail = last.outcome() if last else "the agent evaluated no candidate"
+        raise AssertionError(
+            f"no correct kernel for {task.id} after {len(outcome.agent.tree)} rounds "
+            f"(stopped by {outcome.agent.stop_reason}); last: {detail}"
+        )
+    assert best.correct

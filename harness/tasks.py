@@ -33,6 +33,7 @@ TASK_FIELDS: dict[str, type | tuple[type, ...]] = {
     "tags": list,
 }
 REQUIRED_FIELDS = ("id", "operator")
+_TYPE_NAMES = {str: "string", list: "list", dict: "mapping", int: "whole number", float: "number", bool: "boolean"}
 
 
 @dataclass(frozen=True)
@@ -94,10 +95,11 @@ def _check_fields(data: Any, yaml_path: Path) -> dict:
         if name not in data:
             raise ForgeBenchError(f"{yaml_path}: field '{name}' is missing; add it (see tasks/README.md).")
     for name, value in data.items():
-        expected = TASK_FIELDS[name]
-        if value is not None and not isinstance(value, expected) or isinstance(value, bool) and expected in ((int, float), int):
-            want = expected.__name__ if isinstance(expected, type) else " or ".join(t.__name__ for t in expected)
-            raise ForgeBenchError(f"{yaml_path}: field '{name}' is {value!r}; it must be a {want}.")
+        expected = TASK_FIELDS[name] if isinstance(TASK_FIELDS[name], tuple) else (TASK_FIELDS[name],)
+        # bool is an int to isinstance; a task field is never both.
+        if value is not None and (not isinstance(value, expected) or isinstance(value, bool) and bool not in expected):
+            want = " or ".join(_TYPE_NAMES[t] for t in expected)
+            raise ForgeBenchError(f"{yaml_path}: field '{name}' is {value!r}; write a {want} there.")
     if data["id"] != yaml_path.parent.name:
         raise ForgeBenchError(
             f"{yaml_path}: field 'id' is {data['id']!r} but the folder is {yaml_path.parent.name!r}; make them equal."

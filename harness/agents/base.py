@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness.agents.tree import Node, SearchTree
 from harness.evaluate import Evaluator
-from harness.llm.base import ChatModel, Completion, extract_code
+from harness.llm.base import ChatModel, Completion, ModelCallError, extract_code
 from harness.platforms.base import Platform
 from harness.prompts import build_messages
 from harness.tasks import Task
@@ -93,7 +93,12 @@ def expand(ctx: AgentContext, action: str, parent: Node | None) -> Node:
         parent_result=parent.outcome() if parent else "",
     )
     node_id = ctx.tree.next_id()
-    prompt_id, completion = ask(ctx, node_id, messages)
+    try:
+        prompt_id, completion = ask(ctx, node_id, messages)
+    except ModelCallError as exc:
+        # The round is spent and recorded; the strategy decides whether to go on.
+        prompt_id, completion = "", Completion(f"model call failed: {exc}", ctx.model.name, 0, 0, 0.0,
+                                               time.monotonic() - started)
     source = extract_code(completion.text)
     result = ctx.evaluator.evaluate(ctx.task, source) if source else None
     node = Node(
@@ -101,6 +106,6 @@ def expand(ctx: AgentContext, action: str, parent: Node | None) -> Node:
         prompt_id=prompt_id, response_id=f"response-{prompt_id}", source=source, result=result,
         cost_usd=completion.cost_usd, tokens_in=completion.tokens_in,
         tokens_out=completion.tokens_out, wall_s=time.monotonic() - started,
-        note="" if source else "the answer held no code block: " + completion.text.strip()[:200],
+        note="" if source else "no code block in the answer: " + completion.text.strip()[:300],
     )
     return ctx.tree.add(node)

@@ -22,6 +22,10 @@ class Completion:
         return asdict(self)
 
 
+class ModelCallError(Exception):
+    """The provider failed after its retries (rate limit, timeout, context overflow, bad answer)."""
+
+
 class ChatModel(Protocol):
     name: str
 
@@ -29,7 +33,7 @@ class ChatModel(Protocol):
         """Raise ForgeBenchError, naming the missing variable or server, if it cannot be called."""
 
     def complete(self, messages: list[dict[str, str]]) -> Completion:
-        """Answer a chat; raises only for faults the caller cannot recover from."""
+        """Answer a chat; a provider failure after retries raises ModelCallError."""
 
 
 def extract_code(text: str) -> str | None:

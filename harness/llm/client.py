@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 
 from harness.errors import ForgeBenchError
-from harness.llm.base import Completion
+from harness.llm.base import Completion, ModelCallError
 
 
 @dataclass
@@ -59,11 +59,16 @@ class LiteLLMModel:
     def complete(self, messages: list[dict[str, str]]) -> Completion:
         litellm = self._litellm()
         started = time.monotonic()
-        response = litellm.completion(
-            model=self.name, messages=messages, api_base=self.api_base, api_key=self._api_key(),
-            temperature=self.temperature, max_tokens=self.max_tokens, timeout=self.timeout_s,
-            num_retries=self.num_retries, **self.extra,
-        )
+        try:
+            response = litellm.completion(
+                model=self.name, messages=messages, api_base=self.api_base, api_key=self._api_key(),
+                temperature=self.temperature, max_tokens=self.max_tokens, timeout=self.timeout_s,
+                num_retries=self.num_retries, **self.extra,
+            )
+        except (litellm.exceptions.APIError, litellm.exceptions.APIConnectionError, litellm.exceptions.Timeout,
+                litellm.exceptions.RateLimitError, litellm.exceptions.BadRequestError,
+                litellm.exceptions.AuthenticationError) as exc:
+            raise ModelCallError(f"{type(exc).__name__}: {str(exc)[:300]}") from exc
         usage = getattr(response, "usage", None)
         try:
             cost = float(litellm.completion_cost(completion_response=response))

@@ -1,0 +1,277 @@
+"""The embedded offline model: answers ForgeBench prompts from its own kernel templates, no network.
+
+It is the leaderboard's no-LLM baseline. It reads the task block of a prompt, picks the template
+family for the operator, and walks that family's parameter space: every candidate's approach line
+names its family and point (`# approach: offline rmsnorm {"accumulators": 16, ...}`), so a later
+prompt, which quotes earlier approach lines and their outcomes, tells it which points were tried
+and which was fastest. It proposes an untried neighbour of the fastest point first, then the rest
+of the space in a fixed order, and says so in plain text when nothing is left.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from string import Template
+from typing import Any
+
+from harness.llm.base import Completion
+
+TEMPLATES_DIR = Path(__file__).resolve().parent / "templates" / "cpu"
+
+Point = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Family:
+    """One kernel template, the performance choices it exposes, and the tasks it fits."""
+
+    name: str
+    template: str
+    space: dict[str, tuple[Any, ...]]  # ordered; the first value of every choice is the default
+    fixed: dict[str, str] = field(default_factory=dict)  # template values the task decides
+    init: str = "none"  # constructor the template's ModelNew takes: none | hidden | groups
+    parameters: tuple[str, ...] = ()  # nn.Parameter names the reference must register
+
+    @property
+    def default(self) -> Point:
+        return tuple(values[0] for values in self.space.values())
+
+    def points(self) -> list[Point]:
+        return list(itertools.product(*self.space.values()))
+
+    def neighbours(self, point: Point) -> list[Point]:
+        """Points that change one choice of `point`, choice by choice, in the space's order."""
+        return [point[:i] + (value,) + point[i + 1:]
+                for i, values in enumerate(self.space.values()) for value in values if value != point[i]]
+
+    def describe(self, point: Point) -> str:
+        return f"offline {self.name} {json.dumps(dict(zip(self.space, point)))}"
+
+
+_VECTOR_BITS = (512, 256)  # -mprefer-vector-width: AVX-512 registers or two AVX2 halves
+_ROW_REDUCTION = {"accumulators": (16, 32, 8), "vector_bits": _VECTOR_BITS}
+_NORM_STATS = {"stats": ("two_pass", "one_pass"), **_ROW_REDUCTION}
+_ACTIVATION = {"exp": ("poly", "libm"), "vector_bits": _VECTOR_BITS,
+               "schedule": ("static", "dynamic, 16384")}
+
+FAMILIES: dict[str, Family] = {f.name: f for f in [
+    Family("softmax", "softmax", {"passes": (3, 2), "exp": ("poly", "libm"), **_ROW_REDUCTION}),
+    Family("rmsnorm", "rmsnorm", {"accumulators": (16, 32, 64, 8), "vector_bits": _VECTOR_BITS},
+           init="hidden", parameters=("weight",)),
+    Family("layernorm", "layernorm", _NORM_STATS, init="hidden", parameters=("weight", "bias")),
+    Family("groupnorm", "groupnorm", _NORM_STATS, init="groups", parameters=("weight", "bias")),
+    Family("silu_and_mul", "silu_and_mul", {"exp": ("poly", "libm"), "vector_bits": _VECTOR_BITS,
+                                            "schedule": ("static", "dynamic, 8")}),
+    Family("relu", "elementwise", {"vector_bits": _VECTOR_BITS, "schedule": _ACTIVATION["schedule"]},
+           fixed={"op": "relu", "exp": "none"}),
+    *(Family(op, "elementwise", _ACTIVATION, fixed={"op": op})
+      for op in ("sigmoid", "tanh", "silu", "gelu_tanh", "gelu_erf")),
+]}
+
+# Operator lines (or aten ops joined by '+') to families; "gelu" splits on the reference's approximate.
+OPERATORS = {
+    "aten._softmax": "softmax", "aten.softmax": "softmax",
+    "rms_norm": "rmsnorm", "aten.rms_norm": "rmsnorm", "pow+mean+add+rsqrt+mul": "rmsnorm",
+    "aten.native_layer_norm": "layernorm", "aten.layer_norm": "layernorm",
+    "aten.native_group_norm": "groupnorm", "aten.group_norm": "groupnorm",
+    "silu_and_mul": "silu_and_mul", "silu+mul": "silu_and_mul",
+    "aten.gelu": "gelu", "aten.relu": "relu", "aten.sigmoid": "sigmoid", "aten.tanh": "tanh",
+    "aten.silu": "silu",
+}
+
+
+@dataclass(frozen=True)
+class PromptTask:
+    """The machine-readable task block of a prompt, and the reference source under it."""
+
+    operator: str
+    aten_ops: list[str]
+    input_shapes: list[list[int]]
+    input_dtypes: list[str]
+    init_inputs: list[Any]
+    platform: str
+    reference: str
+
+    @property
+    def dtype(self) -> str:
+        return ", ".join(self.input_dtypes) or "no inputs"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    family: str
+    point: Point
+    speedup: float | None  # None unless the attempt was correct
+
+
+def _field(prompt: str, name: str) -> str | None:
+    match = re.search(rf"^{name}: (.*)$", prompt, re.MULTILINE)
+    return match.group(1).strip() if match else None
+
+
+def parse_task(prompt: str) -> PromptTask | None:
+    """The task block of a prompt, or None when the prompt has none."""
+    fields = {name: _field(prompt, name) for name in
+              ("operator", "aten ops", "input shapes", "input dtypes", "init inputs", "platform")}
+    if any(value is None for value in fields.values()):
+        return None
+    reference = re.search(r"Reference \(`Model`\):\n```python\n(.*?)\n```", prompt, re.DOTALL)
+    try:
+        shapes, init_inputs = json.loads(fields["input shapes"]), ast.literal_eval(fields["init inputs"])
+    except (ValueError, SyntaxError):
+        return None
+    return PromptTask(
+        operator=fields["operator"], aten_ops=[op for op in fields["aten ops"].split(", ") if op != "unknown"],
+        input_shapes=shapes, input_dtypes=[d for d in fields["input dtypes"].strip("[]").split(", ") if d],
+        init_inputs=list(init_inputs), platform=fields["platform"],
+        reference=reference.group(1) if reference else "",
+    )
+
+
+def family_for(task: PromptTask) -> Family | None:
+    """The template family for the operator line, falling back to the aten ops the reference calls."""
+    ops = "+".join(task.aten_ops)
+    key = next((OPERATORS[name] for name in (task.operator, "aten." + ops, ops) if name in OPERATORS), None)
+    if key == "gelu":
+        tanh = re.search(r"""approximate\s*=\s*["']tanh["']""", task.reference)
+        key = "gelu_tanh" if tanh else "gelu_erf"
+    return FAMILIES.get(key) if key else None
+
+
+def _softmax_dim(reference: str) -> int | None:
+    match = re.search(r"softmax\([^)]*?(?:dim\s*=\s*)?(-?\d+)\s*\)", reference)
+    return int(match.group(1)) if match else None
+
+
+def unfit_reason(family: Family, task: PromptTask) -> str | None:
+    """Why the family's template cannot serve this task, or None when it can."""
+    shape, init = task.input_shapes[0], task.init_inputs
+    sizes = [v for v in init if isinstance(v, int)]
+    floats_ok = all(isinstance(v, (int, float)) for v in init)
+    missing = [p for p in family.parameters if not re.search(rf"self\.{p}\s*=\s*nn\.Parameter", task.reference)]
+    if missing:
+        return f"its template needs the reference to register nn.Parameter {', '.join(missing)}"
+    if family.init == "none" and init:
+        return f"its template takes no constructor arguments, but the task passes {init}"
+    if family.init == "hidden" and not (floats_ok and 1 <= len(init) <= 2 and sizes[:1] == [shape[-1]]):
+        return f"its template needs init inputs [hidden_size, eps] with hidden_size = {shape[-1]}, not {init}"
+    if family.init == "groups" and not (floats_ok and 2 <= len(init) <= 3 and len(shape) >= 3
+                                        and sizes[1:2] == [shape[1]] and shape[1] % sizes[0] == 0):
+        return f"its template needs init inputs [num_groups, num_channels, eps] for an N, C, ... input, not {init}"
+    if family.name == "softmax" and _softmax_dim(task.reference) not in (-1, len(shape) - 1):
+        return "its template normalises over the last dimension only"
+    if family.name == "silu_and_mul" and shape[-1] % 2:
+        return f"the last dimension ({shape[-1]}) must split into two halves"
+    return None
+
+
+def decline_reason(task: PromptTask) -> str | None:
+    """A plain-text refusal when no template serves the task, else None."""
+    family = family_for(task)
+    reason = None if family is None else unfit_reason(family, task)
+    supported = task.platform == "cpu" and task.input_dtypes == ["float32"] and len(task.input_shapes) == 1
+    if family is None or not supported or reason:
+        why = f": my {family.name} template does not fit, as {reason}" if family and supported and reason else ""
+        return f"I have no template for {task.operator} on {task.platform} with {task.dtype}{why}."
+    return None
+
+
+_APPROACH = r"approach: offline (\w+) (\{[^`\n]*\})"
+_SPEEDUP = re.compile(r"^correct \(.*?([0-9.]+(?:e[+-]?\d+)?)x vs eager")
+
+
+def _attempt(family_name: str, params: str, outcome: str) -> Attempt | None:
+    family = FAMILIES.get(family_name)
+    try:
+        values = json.loads(params)
+    except json.JSONDecodeError:
+        return None
+    if family is None or not isinstance(values, dict) or list(values) != list(family.space):
+        return None
+    point = tuple(values.values())
+    if any(v not in choices for v, choices in zip(point, family.space.values())):
+        return None
+    speedup = _SPEEDUP.match(outcome.strip())
+    return Attempt(family_name, point, float(speedup.group(1)) if speedup else None)
+
+
+def parse_attempts(prompt: str) -> tuple[list[Attempt], Attempt | None]:
+    """This model's earlier attempts quoted in a prompt, and the parent being refined (if one of them)."""
+    listed = [_attempt(*m.groups()) for m in re.finditer(rf"^- `{_APPROACH}`: (.*)$", prompt, re.MULTILINE)]
+    parent = re.search(rf"^## The version to improve\nIt was evaluated as: (.*)\n\n```python\n# {_APPROACH}$",
+                       prompt, re.MULTILINE)
+    parent_attempt = _attempt(parent.group(2), parent.group(3), parent.group(1)) if parent else None
+    attempts = [a for a in [*listed, parent_attempt] if a is not None]
+    return attempts, parent_attempt
+
+
+def next_point(family: Family, attempts: list[Attempt], parent: Attempt | None) -> tuple[Point | None, str]:
+    """The point to try next and why: the default first, then untried neighbours of the best point."""
+    tried = {a.point for a in attempts if a.family == family.name}
+    if not tried:
+        return family.default, "the default point of my template"
+    timed = [a for a in attempts if a.family == family.name and a.speedup is not None]
+    best = max(timed, key=lambda a: a.speedup) if timed else None
+    anchor = best or (parent if parent and parent.family == family.name else None)
+    for point in (family.neighbours(anchor.point) if anchor else []) + family.points():
+        if point not in tried:
+            if best and point in family.neighbours(best.point):
+                return point, f"an untried neighbour of the fastest point so far ({best.speedup:g}x vs eager)"
+            if anchor:
+                return point, "an untried neighbour of the version to improve"
+            return point, "the next untried point of my template"
+    return None, f"{best.speedup:g}x vs eager" if best else "none was correct"
+
+
+def render(family: Family, point: Point, task: PromptTask) -> str:
+    """The candidate source for one point: the approach line, then the filled template."""
+    text = (TEMPLATES_DIR / f"{family.template}.py.tmpl").read_text()
+    eps = next((v for v in task.init_inputs[family.init == "groups" and 2 or 1:] if isinstance(v, float)), None)
+    default_eps = re.search(r"eps\s*(?::\s*float)?\s*=\s*([0-9.eE+-]+)", task.reference)
+    values = {**family.fixed, **dict(zip(family.space, point)),
+              "fastmath": (TEMPLATES_DIR / "fastmath.cpp").read_text().strip(),
+              "eps": repr(eps if eps is not None else float(default_eps.group(1)) if default_eps else 1e-5)}
+    return f"# approach: {family.describe(point)}\n" + Template(text).substitute(values)
+
+
+def answer(prompt: str) -> str:
+    """The offline model's whole reply to one user prompt."""
+    task = parse_task(prompt)
+    if task is None:
+        return ("I found no ForgeBench task block (operator, input shapes, input dtypes, init inputs, "
+                "platform) in this prompt, so I have no kernel to offer.")
+    refusal = decline_reason(task)
+    if refusal:
+        return refusal
+    family = family_for(task)
+    attempts, parent = parse_attempts(prompt)
+    point, why = next_point(family, attempts, parent)
+    if point is None:
+        return (f"Every one of the {len(family.points())} points of my {family.name} template has been tried "
+                f"(best: {why}); I have nothing new to propose for {task.operator}.")
+    return (f"This is {why}: `{family.describe(point)}`.\n\n"
+            f"```python\n{render(family, point, task)}```\n")
+
+
+class OfflineModel:
+    """A deterministic chat model that answers from kernel templates; it needs no network."""
+
+    def __init__(self, name: str = "offline"):
+        self.name = name
+
+    def check_ready(self) -> None:
+        """Nothing to check: no key, no server."""
+
+    def complete(self, messages: list[dict[str, str]]) -> Completion:
+        started = time.monotonic()
+        prompt = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), "")
+        text = answer(prompt)
+        return Completion(text=text, model=self.name,
+                          tokens_in=sum(len(m.get("content", "")) for m in messages) // 4,
+                          tokens_out=len(text) // 4, cost_usd=0.0, latency_s=time.monotonic() - started)

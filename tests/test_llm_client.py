@@ -1,0 +1,55 @@
+"""The litellm client: real HTTP to a loopback server, prices, and mock_response failures."""
+
+import pytest
+
+from harness.errors import ForgeBenchError
+from harness.llm.base import ModelCallError, extract_code
+from harness.llm.client import LiteLLMModel
+from tests.loopback_llm import LoopbackLLM
+
+ANSWER = "Here you go.\n```python\n# approach: test\nprint('hi')\n```\n"
+MESSAGES = [{"role": "user", "content": "write a kernel"}]
+
+
+def test_real_http_call_counts_tokens_and_prices_them(monkeypatch):
+    monkeypatch.setenv("LOOPBACK_KEY", "loopback-secret")
+    with LoopbackLLM(lambda messages: ANSWER) as server:
+        model = LiteLLMModel(name="openai/loopback-coder", api_base=server.api_base, api_key_env="LOOPBACK_KEY",
+                             input_cost_per_token=1e-6, output_cost_per_token=2e-6, num_retries=0)
+        model.check_ready()
+        completion = model.complete(MESSAGES)
+    assert server.requests[0]["path"].endswith("/chat/completions")
+    assert server.requests[0]["auth"] == "Bearer loopback-secret"
+    assert server.requests[0]["body"]["messages"] == MESSAGES
+    assert extract_code(completion.text) == "# approach: test\nprint('hi')\n"
+    assert (completion.tokens_in, completion.tokens_out) == (1000, 500)
+    assert completion.cost_usd == pytest.approx(1000 * 1e-6 + 500 * 2e-6)
+
+
+def test_missing_key_is_one_sentence_naming_the_variable(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ForgeBenchError, match="OPENAI_API_KEY") as info:
+        LiteLLMModel(name="openai/gpt-4o").check_ready()
+    assert "\n" not in str(info.value)
+
+
+def test_mock_response_prices_a_known_model():
+    model = LiteLLMModel(name="openai/gpt-4o", extra={"mock_response": ANSWER})
+    completion = model.complete(MESSAGES)
+    assert completion.text == ANSWER
+    assert completion.cost_usd > 0
+
+
+@pytest.mark.parametrize("extra", [
+    {"mock_response": "litellm.RateLimitError"},
+    {"mock_response": "litellm.ContextWindowExceededError"},
+    {"mock_response": ANSWER, "mock_timeout": True},
+], ids=["rate_limit", "context_overflow", "timeout"])
+def test_provider_failures_become_model_call_errors(extra):
+    model = LiteLLMModel(name="openai/gpt-4o", num_retries=0, timeout_s=1, extra=extra)
+    with pytest.raises(ModelCallError):
+        model.complete(MESSAGES)
+
+
+def test_answer_without_code_block_yields_no_code():
+    assert extract_code("I cannot write this kernel.") is None

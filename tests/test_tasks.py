@@ -1,0 +1,86 @@
+"""Task discovery, selection and validation: broken task files get one sentence with file, field, fix."""
+
+from pathlib import Path
+
+import pytest
+
+from harness.errors import ForgeBenchError
+from harness.tasks import TASKS_ROOT, discover, load_task_dir, resolve_one, select
+from harness.trace import signature
+
+KERNELBENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "kernelbench"
+REFERENCE = (TASKS_ROOT / "handwritten" / "softmax_rows" / "reference.py").read_text()
+
+
+def make_task(root: Path, yaml_text: str, name: str = "demo", reference: str = REFERENCE) -> Path:
+    folder = root / "src" / name
+    folder.mkdir(parents=True)
+    (folder / "task.yaml").write_text(yaml_text)
+    (folder / "reference.py").write_text(reference)
+    return folder
+
+
+def test_handwritten_tasks_are_discovered_with_their_metadata():
+    tasks = {t.id: t for t in discover()}
+    assert {"softmax_rows", "rmsnorm_qwen", "groupnorm_sd_vae", "layernorm_sd3", "gelu_tanh_sd3",
+            "silu_and_mul_qwen"} <= set(tasks)
+    assert tasks["rmsnorm_qwen"].operator == "rms_norm"
+    assert tasks["rmsnorm_qwen"].bytes_moved > 0
+
+
+def test_every_committed_task_traces_on_meta_tensors():
+    for task in discover():
+        assert signature(task).input_shapes, task.id
+
+
+def test_kernelbench_file_is_a_task_unchanged():
+    task = resolve_one(str(KERNELBENCH / "level1" / "23_Softmax.py"))
+    assert task.id == "23_Softmax"
+    sig = signature(task)
+    assert sig.input_shapes == [[4096, 393216]]  # traced on meta: no 6 GB allocated
+    assert sig.operator == "aten._softmax"
+
+
+def test_kernelbench_folder_selects_every_file():
+    assert len(select(str(KERNELBENCH / "level2"))) == 100
+
+
+def test_select_by_glob_and_source():
+    assert [t.id for t in select("rms*")] == ["rmsnorm_qwen"]
+    assert len(select("handwritten")) == len(select("handwritten/*"))
+
+
+def test_unknown_pattern_says_how_to_list_tasks():
+    with pytest.raises(ForgeBenchError, match="forgebench tasks list"):
+        select("no_such_task")
+
+
+@pytest.mark.parametrize("yaml_text, expected", [
+    ("id: demo\noperator: [unclosed", "not valid YAML at line"),
+    ("operator: aten._softmax\n", "field 'id' is missing"),
+    ("id: demo\noperator: softmax\ncall_count: many\n", "field 'call_count' is 'many'; write a whole number there"),
+    ("id: other\noperator: softmax\n", "folder is 'demo'"),
+    ("id: demo\noperator: softmax\nshape: [1]\n", "unknown field 'shape'"),
+    ("- just\n- a list\n", "must be a mapping"),
+], ids=["yaml_syntax", "missing_id", "wrong_type", "id_mismatch", "unknown_field", "not_mapping"])
+def test_broken_task_yaml_names_file_and_field(tmp_path, yaml_text, expected):
+    folder = make_task(tmp_path, yaml_text)
+    with pytest.raises(ForgeBenchError, match=expected) as info:
+        load_task_dir(folder)
+    assert str(folder / "task.yaml") in str(info.value)
+
+
+def test_reference_without_model_is_reported(tmp_path):
+    folder = make_task(tmp_path, "id: demo\noperator: x\n", reference="def get_inputs():\n    return []\n")
+    with pytest.raises(ForgeBenchError, match="defines no Model, get_init_inputs"):
+        signature(load_task_dir(folder))
+
+
+def test_duplicate_ids_are_reported(tmp_path):
+    make_task(tmp_path, "id: demo\noperator: x\n")
+    other = tmp_path / "other" / "demo"
+    other.mkdir(parents=True)
+    for name in ("task.yaml", "reference.py"):
+        (other / name).write_text((tmp_path / "src" / "demo" / name).read_text())
+    with pytest.raises(ForgeBenchError, match="used by both"):
+        discover(tmp_path)

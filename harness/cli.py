@@ -75,7 +75,7 @@ def _leaderboard(args: argparse.Namespace) -> int:
 
     cfg = compose()
     tracking_uri = args.tracking_uri or cfg.tracking_uri
-    tasks = task_runs(tracking_uri, args.experiment or cfg.experiment, args.run)
+    tasks = task_runs(tracking_uri, args.experiment or cfg.experiment, args.run_id)
     if tasks.empty:
         print(f"no ForgeBench runs in {tracking_uri}; run `pytest suite/` first.")
         return 0
@@ -93,29 +93,29 @@ def parser() -> argparse.ArgumentParser:
     ev.add_argument("--platform", default="cpu", help="cpu, cuda or triton (conf/platform/)")
     ev.add_argument("--json", action="store_true", help="print the EvalResult as JSON")
     ev.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="a Hydra override")
-    ev.set_defaults(run=_eval)
+    ev.set_defaults(handler=_eval)
 
     tasks = sub.add_parser("tasks", help="list or validate tasks").add_subparsers(dest="action", required=True)
     listing = tasks.add_parser("list", help="the tasks under tasks/ (or those a pattern selects)")
     listing.add_argument("--tasks", default=None, help="id pattern, source, or path to KernelBench files")
-    listing.set_defaults(run=_tasks_list)
+    listing.set_defaults(handler=_tasks_list)
     validate = tasks.add_parser("validate", help="check every task.yaml and reference.py")
     validate.add_argument("paths", nargs="*", help="task folders, tasks roots, or KernelBench files (default: tasks/)")
-    validate.set_defaults(run=_tasks_validate)
+    validate.set_defaults(handler=_tasks_validate)
 
     board = sub.add_parser("leaderboard", help="the leaderboard, from MLflow alone")
     board.add_argument("--tracking-uri", default=None, help="MLflow store (default: MLFLOW_TRACKING_URI or sqlite:///mlflow.db)")
     board.add_argument("--experiment", default=None, help="MLflow experiment (default: forgebench)")
-    board.add_argument("--run", default=None, help="only this suite run (its MLflow run id)")
+    board.add_argument("--run", dest="run_id", default=None, help="only this suite run (its MLflow run id)")
     board.add_argument("--per-task", action="store_true", help="one row per task instead of per suite run")
-    board.set_defaults(run=_leaderboard)
+    board.set_defaults(handler=_leaderboard)
     return top
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return args.run(args)
+        return args.handler(args)
     except ForgeBenchError as exc:
         print(f"forgebench: {exc}", file=sys.stderr)
         return 2

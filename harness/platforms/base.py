@@ -14,6 +14,7 @@ class Platform:
     device: str
     language: str
     baselines: list[str] = field(default_factory=lambda: ["eager"])
+    limit_address_space: bool = True
 
     def prompt_notes(self) -> str:
         """What a model must know to write a candidate for this platform (prompts are data)."""

@@ -1,0 +1,19 @@
+"""Platform `triton`: kernels written with `@triton.jit`; Triton's own cache is kept per machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.platforms.cuda import CudaPlatform
+
+
+class TritonPlatform(CudaPlatform):
+    def unavailable_reason(self) -> str | None:
+        try:
+            import triton  # noqa: F401
+        except ImportError:
+            return "platform 'triton' needs the triton package; install it beside torch (pip install triton)."
+        return super().unavailable_reason()
+
+    def worker_env(self, cache_dir: Path) -> dict[str, str]:
+        return {**super().worker_env(cache_dir), "TRITON_CACHE_DIR": str(cache_dir / "triton")}

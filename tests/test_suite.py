@@ -1,0 +1,83 @@
+"""The main job as a user runs it: `pytest suite/`, then `forgebench leaderboard` in the same folder."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.loopback_llm import LoopbackLLM
+
+REPO = Path(__file__).resolve().parents[1]
+RMSNORM_KERNEL = (REPO / "tests" / "candidates" / "rmsnorm_cpp.py")
+
+
+def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "MLFLOW_TRACKING_URI"}
+    environment.update(env)
+    return subprocess.run(args, cwd=cwd, env=environment, capture_output=True, text=True, timeout=900)
+
+
+def suite(cwd: Path, *options: str, **env: str) -> subprocess.CompletedProcess:
+    return run([sys.executable, "-m", "pytest", str(REPO / "suite"), "-p", "no:cacheprovider",
+                "--override", "evaluate.budget_ms=50", *options], cwd, **env)
+
+
+def forgebench(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return run([sys.executable, "-m", "harness.cli", *args], cwd)
+
+
+@pytest.mark.slow
+def test_mcts_offline_run_prints_a_leaderboard_that_mlflow_reproduces(tmp_path):
+    done = suite(tmp_path, "--agent=mcts", "--tasks=rmsnorm_qwen", "--rounds=3")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+    assert "ForgeBench leaderboard (this run)" in done.stdout
+    assert (tmp_path / "mlflow.db").is_file()
+    trees = list(tmp_path.glob("runs/*/*/tasks/rmsnorm_qwen/tree.jsonl"))
+    assert len(trees) == 1 and len(trees[0].read_text().splitlines()) == 3
+
+    summary_row = next(line for line in done.stdout.splitlines() if line.startswith("| mcts"))
+    board = forgebench(tmp_path, "leaderboard")
+    assert board.returncode == 0, board.stderr
+    assert summary_row in board.stdout.splitlines()
+
+
+@pytest.mark.slow
+def test_suite_through_a_real_http_provider(tmp_path):
+    answer = "```python\n" + RMSNORM_KERNEL.read_text() + "```\n"
+    with LoopbackLLM(lambda messages: answer) as server:
+        done = suite(tmp_path, "--agent=oneshot", "--model=openai/loopback-coder", "--tasks=rmsnorm_qwen",
+                     "--override", f"model.api_base={server.api_base}",
+                     "--override", "model.api_key_env=LOOPBACK_KEY",
+                     "--override", "model.input_cost_per_token=0.000001",
+                     LOOPBACK_KEY="loopback-secret")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(server.requests) == 1
+    assert "rmsnorm_qwen" in server.requests[0]["body"]["messages"][1]["content"]
+    board = forgebench(tmp_path, "leaderboard", "--per-task")
+    assert "rmsnorm_qwen" in board.stdout
+
+
+def test_unknown_agent_lists_the_agents(tmp_path):
+    done = suite(tmp_path, "--agent=nosuch")
+    assert done.returncode != 0
+    assert "unknown agent 'nosuch'; choose one of mcts, oneshot" in done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_missing_api_key_stops_at_start(tmp_path):
+    done = suite(tmp_path, "--model=openai/gpt-4o")
+    output = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "needs OPENAI_API_KEY" in output
+    assert "Traceback" not in output and not (tmp_path / "runs").exists()
+
+
+def test_a_task_without_a_correct_kernel_fails_with_the_reason(tmp_path):
+    matmul = REPO.parent / "shared" / "data" / "kernelbench" / "level1" / "1_Square_matrix_multiplication_.py"
+    done = suite(tmp_path, "--agent=oneshot", f"--tasks={matmul}")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "1 failed" in done.stdout
+    assert "no correct kernel for 1_Square_matrix_multiplication_" in done.stdout

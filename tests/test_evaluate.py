@@ -1,0 +1,216 @@
+"""The evaluator against planted candidates: each cheat, crash and mistake is one named test.
+
+The candidates are files in tests/candidates/. An evaluation starts two Python+torch processes
+(about 5 s on two cores), so the evaluations that depend on nothing else start together, two at
+a time, when the module's first test asks for them, and each test waits for its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from harness.evaluate import EvalResult, Evaluator
+from harness.tasks import Task, resolve_one
+
+CANDIDATES = Path(__file__).parent / "candidates"
+LEGITIMATE = "rmsnorm_cpp"
+# Cheats written as changes to the legitimate candidate are appended to it, so they share its
+# kernel source and build it once (builds are cached by content).
+APPENDED = {
+    "forgets_weight",
+    "writes_into_input",
+    "returns_first_output",
+    "caches_by_input_address",
+    "forges_result_and_exits",
+    "looks_for_api_keys",
+}
+# Evaluated by the shared evaluator in the background; each test's name starts with its candidate's.
+BACKGROUND = (
+    "rmsnorm_cpp",
+    "forgets_weight",
+    "cpp_syntax_error",
+    "python_syntax_error",
+    "raises_in_forward",
+    "calls_torch_ops",
+    "writes_into_input",
+    "segfaults",
+    "exits_at_import",
+    "exits_in_forward",
+    "allocates_64gb",
+    "returns_first_output",
+    "caches_by_input_address",
+    "forges_result_and_exits",
+)
+HANG_TIMEOUT_S = 20
+
+
+def source(name: str) -> str:
+    text = (CANDIDATES / f"{name}.py").read_text()
+    return (
+        f"{(CANDIDATES / f'{LEGITIMATE}.py').read_text()}\n\n{text}" if name in APPENDED else text
+    )
+
+
+@pytest.fixture(scope="module")
+def task() -> Task:
+    return resolve_one("rmsnorm_qwen")
+
+
+@pytest.fixture(scope="module")
+def evaluator(make_cpu_evaluator, task: Task) -> Evaluator:
+    shared = make_cpu_evaluator()
+    shared.expected_outputs(task)  # once, before evaluations run concurrently
+    return shared
+
+
+@pytest.fixture(scope="module")
+def planted(
+    request, task: Task, evaluator: Evaluator, make_cpu_evaluator
+) -> Iterator[dict[str, Future[EvalResult]]]:
+    """Candidate name -> its evaluation, started for the candidates of the selected tests."""
+    selected = [item.name for item in request.session.items]
+    wanted = [
+        name
+        for name in ("hangs", *BACKGROUND)
+        if any(t.startswith(f"test_{name}") for t in selected)
+    ]
+    impatient = make_cpu_evaluator(timeout_s=HANG_TIMEOUT_S)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        # The hang goes first: it holds its slot for the whole time limit.
+        futures = {}
+        for name in wanted:
+            runner = impatient if name == "hangs" else evaluator
+            futures[name] = pool.submit(runner.evaluate, task, source(name))
+        yield futures
+        for future in futures.values():
+            future.cancel()
+
+
+def test_rmsnorm_cpp_is_correct_and_timed_against_eager(planted):
+    result = planted["rmsnorm_cpp"].result()
+    assert result.verdict == "correct", result.reason
+    assert result.time_ms > 0 and result.speedup_vs_eager > 0
+    assert result.baselines["eager_ms"] > 0
+    assert {"build_s", "check_s", "timing_s"} <= result.phases.keys()
+
+
+def test_rmsnorm_cpp_again_loads_its_cached_build(planted, task, evaluator):
+    planted["rmsnorm_cpp"].result()
+    again = evaluator.evaluate(task, source(LEGITIMATE))
+    assert again.verdict == "correct", again.reason
+    assert again.cached_build
+    assert again.phases["build_s"] < 0.5
+
+
+def test_forgets_weight_is_incorrect_naming_the_mismatch(planted):
+    result = planted["forgets_weight"].result()
+    assert result.verdict == "incorrect"
+    assert (
+        "output differs at" in result.reason
+        and "expected" in result.reason
+        and "seed" in result.reason
+    )
+
+
+def test_cpp_syntax_error_is_a_compile_error_with_the_compilers_message(planted):
+    result = planted["cpp_syntax_error"].result()
+    assert result.verdict == "compile_error"
+    assert (
+        "CompileError" in result.reason
+        and "kernel.cpp" in result.reason
+        and "error: expected" in result.reason
+    )
+
+
+def test_python_syntax_error_is_a_compile_error_naming_the_line(planted):
+    result = planted["python_syntax_error"].result()
+    assert result.verdict == "compile_error"
+    assert "SyntaxError" in result.reason and "line 7" in result.reason
+
+
+def test_raises_in_forward_is_a_runtime_error_with_the_exception(planted):
+    result = planted["raises_in_forward"].result()
+    assert result.verdict == "runtime_error"
+    assert "ValueError: kernel launch failed" in result.reason
+
+
+def test_calls_torch_ops_is_rejected_naming_the_aten_ops(planted):
+    result = planted["calls_torch_ops"].result()
+    assert result.verdict == "rejected"
+    assert "aten.pow" in result.reason and "aten.rsqrt" in result.reason
+
+
+def test_writes_into_input_is_rejected(planted):
+    result = planted["writes_into_input"].result()
+    assert result.verdict == "rejected"
+    assert "input 0 was modified" in result.reason
+
+
+def test_hangs_times_out(planted):
+    result = planted["hangs"].result()
+    assert result.verdict == "timeout"
+    assert f"within {HANG_TIMEOUT_S} s" in result.reason
+
+
+def test_segfaults_is_a_crash_naming_sigsegv(planted):
+    result = planted["segfaults"].result()
+    assert result.verdict == "crash"
+    assert "SIGSEGV" in result.reason
+
+
+def test_exits_at_import_is_a_crash(planted):
+    result = planted["exits_at_import"].result()
+    assert result.verdict == "crash"
+    assert "exited with status 0 before writing its result" in result.reason
+
+
+def test_exits_in_forward_is_a_crash(planted):
+    result = planted["exits_in_forward"].result()
+    assert result.verdict == "crash"
+    assert "exited with status 0 before writing its result" in result.reason
+
+
+def test_allocates_64gb_fails_and_the_next_evaluation_is_correct(planted, task, evaluator):
+    result = planted["allocates_64gb"].result()
+    assert result.verdict in ("runtime_error", "crash")
+    assert "allocate" in result.reason
+    after = evaluator.evaluate(task, source(LEGITIMATE))
+    assert after.verdict == "correct", after.reason
+
+
+def test_returns_first_output_is_incorrect_on_the_next_seed(planted):
+    result = planted["returns_first_output"].result()
+    assert result.verdict == "incorrect"
+    assert "differs" in result.reason and "input seed 2" in result.reason
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="timing repeats the same few input tensors and never checks the timed "
+    "calls' outputs, so a cache keyed by input address makes every timed call free",
+)
+def test_caches_by_input_address_is_not_correct(planted):
+    result = planted["caches_by_input_address"].result()
+    assert result.verdict != "correct", (
+        f"timed at {result.time_ms:.4g} ms, {result.speedup_vs_eager:.3g}x eager"
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the candidate runs in the worker's process and can write the worker's "
+    "result.json (its path is in request.json, in the working directory) before exiting with status 0",
+)
+def test_forges_result_and_exits_is_not_correct(planted):
+    result = planted["forges_result_and_exits"].result()
+    assert result.verdict != "correct", f"accepted a forged time of {result.time_ms:.4g} ms"
+
+
+def test_looks_for_api_keys_sees_none_of_the_parents(monkeypatch, task, evaluator):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    result = evaluator.evaluate(task, source("looks_for_api_keys"))
+    assert result.verdict == "correct", result.reason

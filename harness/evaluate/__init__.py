@@ -58,7 +58,8 @@ class Evaluator:
 
     def _run(self, request: Path, folder: Path) -> tuple[dict | None, str]:
         s = self.settings
-        exit_ = run_worker(request, folder, s.timeout_s, s.memory_gb, self.platform.worker_env(self.cache_dir))
+        memory_gb = s.memory_gb if self.platform.limit_address_space else None
+        exit_ = run_worker(request, folder, s.timeout_s, memory_gb, self.platform.worker_env(self.cache_dir))
         result_path = folder / "result.json"
         if exit_.returncode is None:
             return None, f"timeout: the worker did not finish within {s.timeout_s:g} s"

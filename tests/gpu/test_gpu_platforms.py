@@ -1,0 +1,69 @@
+"""The cuda and triton platforms on a real GPU: legitimate kernels pass, planted faults get verdicts."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.evaluate import EvalSettings, Evaluator
+from harness.platforms.cuda import CudaPlatform
+from harness.platforms.triton import TritonPlatform
+from harness.tasks import resolve_one
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU (runs on the H200)")
+
+HERE = Path(__file__).parent
+SETTINGS = EvalSettings(timeout_s=180, budget_ms=100, warmup_ms=20)
+
+
+def candidate(name: str) -> str:
+    return (HERE / name).read_text()
+
+
+@pytest.fixture(scope="module")
+def cuda(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cuda")
+    platform = CudaPlatform("cuda", "cuda", "CUDA C++", baselines=["eager"], limit_address_space=False)
+    return Evaluator(platform, SETTINGS, root / "work", root / "cache")
+
+
+@pytest.fixture(scope="module")
+def triton(tmp_path_factory):
+    root = tmp_path_factory.mktemp("triton")
+    platform = TritonPlatform("triton", "cuda", "Triton", baselines=["eager"], limit_address_space=False)
+    return Evaluator(platform, SETTINGS, root / "work", root / "cache")
+
+
+def test_nvrtc_softmax_is_correct_and_cached_the_second_time(cuda):
+    task = resolve_one("softmax_fp16_attn")
+    first = cuda.evaluate(task, candidate("softmax_cuda.py"))
+    assert first.verdict == "correct", first.reason
+    assert first.env["device_name"]
+    second = cuda.evaluate(task, candidate("softmax_cuda.py"))
+    assert second.verdict == "correct" and second.cached_build
+
+
+def test_triton_softmax_and_rmsnorm_are_correct(triton):
+    for task_id, name in (("softmax_fp16_attn", "softmax_triton.py"), ("rmsnorm_bf16_qwen", "rmsnorm_triton.py")):
+        result = triton.evaluate(resolve_one(task_id), candidate(name))
+        assert result.verdict == "correct", f"{task_id}: {result.reason}"
+        assert result.speedup_vs_eager > 0
+
+
+def test_illegal_memory_access_is_a_crash_and_the_next_candidate_runs(cuda):
+    task = resolve_one("softmax_fp16_attn")
+    bad = cuda.evaluate(task, candidate("illegal_access_cuda.py"))
+    assert bad.verdict in ("crash", "runtime_error"), bad.to_json()
+    assert "illegal memory access" in bad.reason or "SIG" in bad.reason
+    assert cuda.evaluate(task, candidate("softmax_cuda.py")).verdict == "correct"
+
+
+def test_work_left_on_a_side_stream_is_not_correct(cuda):
+    launch = "kernel(grid=(rows, 1, 1), block=(512, 1, 1), args=[x, y, cols])"
+    source = candidate("softmax_cuda.py").replace(
+        "kernel = compile_cuda(SOURCE, \"softmax_rows\")",
+        "kernel = compile_cuda(SOURCE, \"softmax_rows\")\nside = torch.cuda.Stream()",
+    ).replace(launch, launch[:-1] + ", stream=side)")
+    assert "stream=side" in source
+    result = cuda.evaluate(resolve_one("softmax_fp16_attn"), source)
+    assert result.verdict in ("rejected", "incorrect"), result.to_json()

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
+from harness.config import compose, instantiate
 from harness.evaluate import EvalSettings, Evaluator
-from harness.platforms.base import Platform
 
 
 @pytest.fixture(scope="module")
@@ -17,8 +17,7 @@ def make_cpu_evaluator(tmp_path_factory) -> Callable[..., Evaluator]:
     def make(**settings) -> Evaluator:
         root = tmp_path_factory.mktemp("evaluator")
         settings = {"timeout_s": 60, "budget_ms": 50, "warmup_ms": 10, **settings}
-        return Evaluator(
-            Platform("cpu", "cpu", "C++"), EvalSettings(**settings), root / "work", root / "cache"
-        )
+        platform = instantiate(compose(platform="cpu").platform, "platform")
+        return Evaluator(platform, EvalSettings(**settings), root / "work", root / "cache")
 
     return make

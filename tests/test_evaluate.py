@@ -63,7 +63,7 @@ def task() -> Task:
 @pytest.fixture(scope="module")
 def evaluator(make_cpu_evaluator, task: Task) -> Evaluator:
     shared = make_cpu_evaluator()
-    shared.expected_outputs(task)  # once, before evaluations run concurrently
+    shared.reference(task)  # once, before evaluations run concurrently
     return shared
 
 
@@ -188,26 +188,18 @@ def test_returns_first_output_is_incorrect_on_the_next_seed(planted):
     assert "differs" in result.reason and "input seed 2" in result.reason
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="timing repeats the same few input tensors and never checks the timed "
-    "calls' outputs, so a cache keyed by input address makes every timed call free",
-)
-def test_caches_by_input_address_is_not_correct(planted):
+def test_caches_by_input_address_gains_nothing(planted):
+    # Timed inputs get new contents (rotated) before every call, so the cache never hits: the
+    # kernel is timed doing its work. A hitting cache measured hundreds of times eager.
     result = planted["caches_by_input_address"].result()
-    assert result.verdict != "correct", (
-        f"timed at {result.time_ms:.4g} ms, {result.speedup_vs_eager:.3g}x eager"
-    )
+    assert result.verdict != "correct" or result.speedup_vs_eager < 50, result.to_json()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the candidate runs in the worker's process and can write the worker's "
-    "result.json (its path is in request.json, in the working directory) before exiting with status 0",
-)
 def test_forges_result_and_exits_is_not_correct(planted):
+    # The candidate can write its worker's record, but not beat the device's measured roofline.
     result = planted["forges_result_and_exits"].result()
-    assert result.verdict != "correct", f"accepted a forged time of {result.time_ms:.4g} ms"
+    assert result.verdict == "rejected", result.to_json()
+    assert "below this device's floor" in result.reason
 
 
 def test_looks_for_api_keys_sees_none_of_the_parents(monkeypatch, task, evaluator):

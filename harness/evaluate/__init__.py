@@ -11,8 +11,9 @@ from pathlib import Path
 import torch
 
 from harness.errors import ForgeBenchError
-from harness.evaluate.checks import compare
+from harness.evaluate.checks import compare, near_constant
 from harness.evaluate.result import EvalResult
+from harness.evaluate.roofline import floor_ms
 from harness.evaluate.sandbox import describe_exit, run_worker
 from harness.platforms.base import Platform
 from harness.tasks import Task
@@ -31,8 +32,15 @@ class EvalSettings:
     warmup_ms: float = 30.0
 
 
+@dataclass
+class _Reference:
+    outputs: list
+    baselines: dict[str, float]
+    degenerate: str | None  # why a constant output would pass, if it would
+
+
 class Evaluator:
-    """Evaluates candidates for one platform; caches reference outputs per task for its lifetime."""
+    """Evaluates candidates for one platform; the reference runs once per task for its lifetime."""
 
     def __init__(self, platform: Platform, settings: EvalSettings, work_dir: Path, cache_dir: Path):
         reason = platform.unavailable_reason()
@@ -40,7 +48,8 @@ class Evaluator:
             raise ForgeBenchError(reason)
         self.platform, self.settings = platform, settings
         self.work_dir, self.cache_dir = Path(work_dir).resolve(), Path(cache_dir).resolve()
-        self._expected: dict[str, object] = {}
+        self._references: dict[str, _Reference] = {}
+        self._ceilings_path = self.cache_dir / f"ceilings-{platform.device}.json"
 
     def _request(self, task: Task, mode: str, folder: Path, **extra) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
@@ -68,47 +77,78 @@ class Evaluator:
         tail = exit_.log.strip()[-1500:]
         return None, f"{describe_exit(exit_.returncode)}" + (f"; its last output:\n{tail}" if tail else "")
 
-    def expected_outputs(self, task: Task) -> object:
-        """The reference's outputs on the check seeds, computed in a worker of their own."""
-        if task.id not in self._expected:
+    def ceilings(self) -> dict[str, float] | None:
+        return json.loads(self._ceilings_path.read_text()) if self._ceilings_path.is_file() else None
+
+    def reference(self, task: Task) -> _Reference:
+        """The reference's outputs and slow baselines, computed in a worker of its own."""
+        if task.id not in self._references:
             folder = self.work_dir / "reference" / task.id
-            record, failure = self._run(self._request(task, "reference", folder), folder)
+            request = self._request(task, "reference", folder, measure_ceilings=self.ceilings() is None)
+            record, failure = self._run(request, folder)
             if record is None or record.get("verdict") != "correct":
                 reason = failure or record.get("reason", "")
-                raise ForgeBenchError(f"task '{task.id}': its reference did not run ({reason}); fix {task.reference_path}.")
-            self._expected[task.id] = torch.load(folder / "outputs.pt", weights_only=True)
-        return self._expected[task.id]
+                raise ForgeBenchError(f"task '{task.id}': its reference did not run ({reason}); "
+                                      f"fix {task.reference_path}.")
+            if "ceilings" in record:
+                self._ceilings_path.parent.mkdir(parents=True, exist_ok=True)
+                self._ceilings_path.write_text(json.dumps({**record["ceilings"], "env": record["env"]}))
+            outputs = torch.load(folder / "outputs.pt", weights_only=True)
+            self._references[task.id] = _Reference(outputs, record["baselines"], near_constant(outputs, task.tolerance))
+        return self._references[task.id]
 
     def evaluate(self, task: Task, candidate_source: str) -> EvalResult:
-        expected = self.expected_outputs(task)
+        reference = self.reference(task)
         digest = hashlib.sha256(candidate_source.encode()).hexdigest()[:16]
         folder = self.work_dir / "candidates" / task.id / f"{digest}-{time.time_ns()}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "candidate.py").write_text(candidate_source)
         started = time.perf_counter()
-        record, failure = self._run(self._request(task, "candidate", folder, candidate_path=str(folder / "candidate.py")), folder)
+        request = self._request(task, "candidate", folder, candidate_path=str(folder / "candidate.py"))
+        record, failure = self._run(request, folder)
         if record is None:
             verdict = "timeout" if failure.startswith("timeout") else "crash"
-            return EvalResult(task.id, self.platform.name, verdict, reason=failure,
-                              phases={"wall_s": time.perf_counter() - started})
-        result = self._result_from(task, record, expected, folder)
+            result = EvalResult(task.id, self.platform.name, verdict, reason=failure)
+        else:
+            try:
+                result = self._judge(task, record, reference, folder)
+            except (OSError, RuntimeError, KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+                # The candidate shares its worker's process and can leave a forged or torn record.
+                result = EvalResult(task.id, self.platform.name, "crash",
+                                    reason=f"the worker's record is unusable ({type(exc).__name__}: {exc})")
         result.phases["wall_s"] = time.perf_counter() - started
         return result
 
-    def _result_from(self, task: Task, record: dict, expected: object, folder: Path) -> EvalResult:
+    def _judge(self, task: Task, record: dict, reference: _Reference, folder: Path) -> EvalResult:
         result = EvalResult(task.id, self.platform.name, record["verdict"], reason=record.get("reason", ""),
-                            baselines=record.get("baselines", {}), phases=record.get("phases", {}),
-                            env=record.get("env", {}), cached_build=record.get("cached_build", False))
+                            baselines={**record.get("baselines", {}), **reference.baselines},
+                            phases=record.get("phases", {}), env=record.get("env", {}),
+                            cached_build=record.get("cached_build", False))
         if not result.correct:
             return result
         actual = torch.load(folder / "outputs.pt", weights_only=True)
-        for seed, want, got in zip(self.settings.check_seeds, expected, actual):
+        # The last output is the call after timing, on the first check seed's contents.
+        checks = list(zip(self.settings.check_seeds, reference.outputs, actual)) + [
+            ("after timing", reference.outputs[0], actual[-1])]
+        for seed, want, got in checks:
             mismatch = compare(want, got, task.tolerance)
             if mismatch:
                 result.verdict, result.reason = "incorrect", f"{mismatch.reason} (input seed {seed})"
                 return result
+        if reference.degenerate:
+            result.verdict, result.reason = "rejected", reference.degenerate
+            return result
         result.time_ms = record["time_ms"]
         eager, compiled = result.baselines.get("eager_ms"), result.baselines.get("compile_ms")
         result.speedup_vs_eager = eager / result.time_ms if eager else None
         result.speedup_vs_compile = compiled / result.time_ms if compiled else None
+        ceilings = self.ceilings()
+        floor = floor_ms(task.bytes_moved, task.flops, ceilings) if ceilings else None
+        if floor:
+            result.sol_fraction = floor / result.time_ms
+            if result.sol_fraction > self.platform.max_sol_fraction:
+                result.verdict = "rejected"
+                result.reason = (f"its time {result.time_ms:.4g} ms is below this device's floor of {floor:.4g} ms "
+                                 f"for the task's bytes and FLOPs ({result.sol_fraction:.1f}x the measured "
+                                 "ceiling): the timing cannot be honest")
         return result

@@ -79,6 +79,19 @@ def compare(expected: object, actual: object, tolerance: dict | None = None) -> 
     return None
 
 
+def near_constant(outputs: list[object], tolerance: dict | None = None) -> str | None:
+    """Why the task cannot tell a real kernel from a constant, or None: every output of the
+    reference varies by less than its tolerance, so returning zeros (or any constant) would pass."""
+    tensors = [t for o in outputs for t in _flatten(o)]
+    for t in tensors:
+        atol, _ = tolerance_for(t.dtype, tolerance)
+        values = t.detach().double()
+        if values.numel() > 1 and float(values.max() - values.min()) > 2 * atol:
+            return None
+    return ("the task's reference output is nearly constant (all values within twice the tolerance), so a "
+            "kernel returning a constant would pass; nothing can be called correct until the task's inputs change")
+
+
 def mutated_inputs(before: list[object], after: list[object]) -> str | None:
     """Which input a call changed, if any (inputs are the caller's, never scratch space)."""
     for i, (b, a) in enumerate(zip(before, after)):

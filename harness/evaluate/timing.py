@@ -1,4 +1,5 @@
-"""The one timing module: warm-up, rotating fresh inputs, cache flush, median of a time budget.
+"""The one timing module: warm-up, fresh input contents before every call, cache flush, events,
+and the median of enough calls to fill a time budget.
 
 Imported by the worker before any candidate code loads, so the clocks below are bound to the
 real functions even if a candidate later patches `time` or `torch.cuda.Event`.
@@ -9,7 +10,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -32,58 +33,88 @@ class Timing:
         return {"median_ms": self.median_ms, "p20_ms": self.p20_ms, "p80_ms": self.p80_ms, "runs": self.runs}
 
 
-def _quantile(sorted_ms: list[float], q: float) -> float:
-    return sorted_ms[min(len(sorted_ms) - 1, int(q * len(sorted_ms)))]
+def clone_inputs(inputs: Sequence[Any]) -> list[Any]:
+    return [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
 
 
-def _time_cpu(call: Callable[[int], object], runs: int) -> list[float]:
-    samples = []
-    for i in range(runs):
-        start = _perf_counter()
-        call(i)
-        samples.append((_perf_counter() - start) * 1e3)
-    return samples
+def load_into(working: Sequence[Any], source: Sequence[Any], roll: int = 0) -> None:
+    """Write source's contents into the working inputs, keeping their addresses, rotated by `roll`
+    elements: the same values in new places, so no two calls see the same contents."""
+    for w, s in zip(working, source):
+        if not isinstance(w, torch.Tensor):
+            continue
+        k = roll % w.numel() if w.numel() else 0
+        if k and w.is_contiguous() and s.is_contiguous():
+            flat_w, flat_s = w.view(-1), s.reshape(-1)
+            flat_w[: flat_w.numel() - k].copy_(flat_s[k:])
+            flat_w[flat_w.numel() - k:].copy_(flat_s[:k])
+        else:
+            w.copy_(s)
 
 
-def _time_cuda(call: Callable[[int], object], runs: int, device: torch.device) -> list[float]:
-    flush = torch.empty(_L2_FLUSH_BYTES, dtype=torch.uint8, device=device)
-    pairs = []
-    for i in range(runs):
-        flush.zero_()
-        start, end = _CudaEvent(enable_timing=True), _CudaEvent(enable_timing=True)
-        start.record()
-        call(i)
-        end.record()
-        pairs.append((start, end))
-    # Synchronising the whole device (not a stream) also waits for side-stream work a call left running.
-    _cuda_synchronize()
-    return [s.elapsed_time(e) for s, e in pairs]
+class _Runner:
+    """Calls fn on the working inputs, refreshed before every call from the next input set rotated
+    by the call count, so a result cached by address or by a sample of the contents never hits."""
+
+    def __init__(self, fn: Callable[..., object], input_sets: Sequence[Sequence[Any]], working: list[Any],
+                 device: torch.device):
+        self.fn, self.input_sets, self.working, self.device = fn, input_sets, working, device
+        self.calls = 0
+        self.flush = torch.empty(_L2_FLUSH_BYTES, dtype=torch.uint8, device=device) if device.type == "cuda" else None
+
+    def _prepare(self) -> None:
+        load_into(self.working, self.input_sets[self.calls % len(self.input_sets)], roll=self.calls)
+        self.calls += 1
+        if self.flush is not None:
+            self.flush.zero_()
+
+    def run(self, n: int) -> list[float]:
+        if self.device.type != "cuda":
+            samples = []
+            for _ in range(n):
+                self._prepare()
+                start = _perf_counter()
+                self.fn(*self.working)
+                samples.append((_perf_counter() - start) * 1e3)
+            return samples
+        pairs = []
+        for _ in range(n):
+            self._prepare()
+            start, end = _CudaEvent(enable_timing=True), _CudaEvent(enable_timing=True)
+            start.record()
+            self.fn(*self.working)
+            end.record()
+            pairs.append((start, end))
+        _cuda_synchronize()  # the whole device, so side-stream work a call left running is waited for
+        return [s.elapsed_time(e) for s, e in pairs]
 
 
-def measure(
-    fn: Callable[..., object],
-    input_sets: Sequence[Sequence[object]],
-    device: torch.device,
-    budget_ms: float = 500.0,
-    warmup_ms: float = 50.0,
-    min_runs: int = 5,
-    max_runs: int = 1000,
-) -> Timing:
-    """Median time of fn(*inputs) over enough calls to fill budget_ms, cycling the input sets."""
+def measure(fn: Callable[..., object], input_sets: Sequence[Sequence[Any]], device: torch.device,
+            budget_ms: float = 500.0, warmup_ms: float = 50.0, min_runs: int = 5, max_runs: int = 1000,
+            working: list[Any] | None = None) -> Timing:
+    """Median time of fn over enough calls to fill budget_ms; inputs live in `working` (a clone of
+    the first set unless given) and take the next set's contents before each call."""
     if not input_sets:
         raise ValueError("measure needs at least one input set")
-
-    def call(i: int) -> object:
-        return fn(*input_sets[i % len(input_sets)])
-
-    def run(n: int) -> list[float]:
-        samples = _time_cuda(call, n, device) if device.type == "cuda" else _time_cpu(call, n)
-        return samples
-
-    first = run(1)[0]  # the first call also pays lazy initialisation: never counted
-    estimate = max(first, 1e-3)
-    run(max(1, min(max_runs, int(warmup_ms / estimate))))
-    estimate = max(statistics.median(run(3)), 1e-3)
+    runner = _Runner(fn, input_sets, working if working is not None else clone_inputs(input_sets[0]), device)
+    estimate = max(runner.run(1)[0], 1e-3)  # the first call pays lazy initialisation: never counted
+    runner.run(max(1, min(max_runs, int(warmup_ms / estimate))))
+    estimate = max(statistics.median(runner.run(3)), 1e-3)
     runs = max(min_runs, min(max_runs, int(budget_ms / estimate)))
-    samples = sorted(run(runs))
-    return Timing(statistics.median(samples), _quantile(samples, 0.2), _quantile(samples, 0.8), runs)
+    samples = sorted(runner.run(runs))
+    quantile = lambda q: samples[min(len(samples) - 1, int(q * len(samples)))]  # noqa: E731
+    return Timing(statistics.median(samples), quantile(0.2), quantile(0.8), runs)
+
+
+def device_wall_ms(fn: Callable[..., object], inputs: Sequence[Any], device: torch.device, calls: int = 20) -> tuple[float, float]:
+    """Host time per call to launch `calls` calls, and wall time per call until the whole device is
+    idle: work that escapes the timed stream shows as the second far above the event time."""
+    sync = _cuda_synchronize if device.type == "cuda" else (lambda: None)
+    sync()
+    start = _perf_counter()
+    for _ in range(calls):
+        fn(*inputs)
+    launched = _perf_counter()
+    sync()
+    done = _perf_counter()
+    return (launched - start) * 1e3 / calls, (done - start) * 1e3 / calls

@@ -55,20 +55,21 @@ class Family:
 
 
 _VECTOR_BITS = (512, 256)  # -mprefer-vector-width: AVX-512 registers or two AVX2 halves
-_ROW_REDUCTION = {"accumulators": (16, 32, 8), "vector_bits": _VECTOR_BITS}
+_PAGES = {"output_pages": ("huge", "4k")}  # madvise the fresh output onto 2 MB pages, or not
+_ROW_REDUCTION = {"accumulators": (16, 32, 8), "vector_bits": _VECTOR_BITS, **_PAGES}
 _NORM_STATS = {"stats": ("two_pass", "one_pass"), **_ROW_REDUCTION}
 _ACTIVATION = {"exp": ("poly", "libm"), "vector_bits": _VECTOR_BITS,
-               "schedule": ("static", "dynamic, 16384")}
+               "schedule": ("static", "dynamic, 16384"), **_PAGES}
 
 FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("softmax", "softmax", {"passes": (3, 2), "exp": ("poly", "libm"), **_ROW_REDUCTION}),
-    Family("rmsnorm", "rmsnorm", {"accumulators": (16, 32, 64, 8), "vector_bits": _VECTOR_BITS},
+    Family("rmsnorm", "rmsnorm", {"accumulators": (16, 32, 64, 8), "vector_bits": _VECTOR_BITS, **_PAGES},
            init="hidden", parameters=("weight",)),
     Family("layernorm", "layernorm", _NORM_STATS, init="hidden", parameters=("weight", "bias")),
     Family("groupnorm", "groupnorm", _NORM_STATS, init="groups", parameters=("weight", "bias")),
     Family("silu_and_mul", "silu_and_mul", {"exp": ("poly", "libm"), "vector_bits": _VECTOR_BITS,
-                                            "schedule": ("static", "dynamic, 8")}),
-    Family("relu", "elementwise", {"vector_bits": _VECTOR_BITS, "schedule": _ACTIVATION["schedule"]},
+                                            "schedule": ("static", "dynamic, 8"), **_PAGES}),
+    Family("relu", "elementwise", {"vector_bits": _VECTOR_BITS, "schedule": _ACTIVATION["schedule"], **_PAGES},
            fixed={"op": "relu", "exp": "none"}),
     *(Family(op, "elementwise", _ACTIVATION, fixed={"op": op})
       for op in ("sigmoid", "tanh", "silu", "gelu_tanh", "gelu_erf")),
@@ -229,14 +230,17 @@ def next_point(family: Family, attempts: list[Attempt], parent: Attempt | None) 
     return None, f"{best.speedup:g}x vs eager" if best else "none was correct"
 
 
+def _default_eps(task: PromptTask) -> float:
+    """The eps default of ModelNew's constructor: the reference's own, else torch's 1e-5."""
+    match = re.search(r"eps\s*(?::\s*float)?\s*=\s*([0-9.eE+-]+)", task.reference)
+    return float(match.group(1)) if match else 1e-5
+
+
 def render(family: Family, point: Point, task: PromptTask) -> str:
     """The candidate source for one point: the approach line, then the filled template."""
     text = (TEMPLATES_DIR / f"{family.template}.py.tmpl").read_text()
-    eps = next((v for v in task.init_inputs[family.init == "groups" and 2 or 1:] if isinstance(v, float)), None)
-    default_eps = re.search(r"eps\s*(?::\s*float)?\s*=\s*([0-9.eE+-]+)", task.reference)
-    values = {**family.fixed, **dict(zip(family.space, point)),
-              "fastmath": (TEMPLATES_DIR / "fastmath.cpp").read_text().strip(),
-              "eps": repr(eps if eps is not None else float(default_eps.group(1)) if default_eps else 1e-5)}
+    values = {**family.fixed, **dict(zip(family.space, point)), "eps": repr(_default_eps(task)),
+              "common": (TEMPLATES_DIR / "common.cpp").read_text().strip()}
     return f"# approach: {family.describe(point)}\n" + Template(text).substitute(values)
 
 

@@ -1,4 +1,5 @@
-"""Plants a forged record: once the checked calls are done it writes the worker's result.json itself, claiming 1 µs, and exits (appended to rmsnorm_cpp.py)."""
+"""Plants a forged record: once the checked calls are done it writes the worker's outputs.pt (the real
+outputs it computed) and result.json itself, claiming 1 µs, and exits (appended to rmsnorm_cpp.py)."""
 # ruff: noqa: F821  (ModelNew comes from rmsnorm_cpp.py, which this is appended to)
 
 import json
@@ -10,10 +11,12 @@ CHECKED_CALLS = 3  # one per check seed; the worker saves their outputs before i
 
 class ModelNew(ModelNew):
     def forward(self, x):
-        self.calls = getattr(self, "calls", 0) + 1
-        if self.calls > CHECKED_CALLS:
+        self.outputs = getattr(self, "outputs", [])
+        if len(self.outputs) == CHECKED_CALLS:
             request = json.loads(Path("request.json").read_text())
+            torch.save(self.outputs + self.outputs[:1], request["outputs_path"])
             record = {"verdict": "correct", "time_ms": 0.001, "baselines": {"eager_ms": 50.0}}
             Path(request["result_path"]).write_text(json.dumps(record))
             os._exit(0)
-        return super().forward(x)
+        self.outputs.append(super().forward(x).clone())
+        return self.outputs[-1]

@@ -1,0 +1,42 @@
+#include <math.h>
+#include <stdint.h>
+
+// exp from a Cephes polynomial (about 2 ulp): glibc's expf has no SIMD variant unless the
+// build uses -ffast-math, so a loop that calls it stays scalar; this one vectorises.
+static inline float poly_exp(float x) {
+    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    // Round to nearest by the 1.5 * 2^23 trick: floorf would keep the loop from vectorising.
+    const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = x - n * 0.693359375f + n * 2.12194440e-4f;  // ln 2 split in two keeps r exact
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    return p * __builtin_bit_cast(float, bits);  // 2^n; memcpy here would stop vectorisation
+}
+
+#ifdef EXP_poly
+#define EXPF poly_exp
+#else
+#define EXPF expf
+#endif
+
+static inline float sigmoid_f(float x) { return 1.0f / (1.0f + EXPF(-x)); }
+
+#include <sys/mman.h>
+
+// A fresh output of many MB is new mmap'd memory: faulting it in 4 KB pages can cost more than
+// the kernel, and 2 MB pages cut the faults 512-fold (PyTorch's THP_MEM_ALLOC_ENABLE does this).
+static inline void prepare_output(void* data, long bytes) {
+#ifdef PAGES_huge
+    const uintptr_t huge = 2u << 20, start = ((uintptr_t)data + huge - 1) & ~(huge - 1);
+    const uintptr_t end = ((uintptr_t)data + bytes) & ~(huge - 1);
+    if (end > start) madvise((void*)start, end - start, MADV_HUGEPAGE);
+#else
+    (void)data, (void)bytes;
+#endif
+}

@@ -40,13 +40,17 @@ def _to_device(value: Any, device: torch.device) -> Any:
 
 
 def make_inputs(reference, seed: int, device: torch.device) -> list[Any]:
+    """get_inputs() under a seed, created on the device itself: drawing a GPU task's inputs on
+    the CPU costs seconds per set, and reference and candidate workers draw the same values."""
     torch.manual_seed(seed)
-    return [_to_device(v, device) for v in reference.get_inputs()]
+    with device:
+        return [_to_device(v, device) for v in reference.get_inputs()]
 
 
 def build_model(cls, reference, seed: int, device: torch.device) -> torch.nn.Module:
     torch.manual_seed(seed)
-    return cls(*reference.get_init_inputs()).to(device).eval()
+    with device:
+        return cls(*reference.get_init_inputs()).to(device).eval()
 
 
 def copy_parameters(source: torch.nn.Module, target: torch.nn.Module) -> None:

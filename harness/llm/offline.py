@@ -37,6 +37,7 @@ class Family:
     fixed: dict[str, str] = field(default_factory=dict)  # template values the task decides
     init: str = "none"  # constructor the template's ModelNew takes: none | hidden | groups
     parameters: tuple[str, ...] = ()  # nn.Parameter names the reference must register
+    axis: str = "any"  # last: acts along the last dim only | halves: splits the last dim in two
 
     @property
     def default(self) -> Point:
@@ -54,22 +55,26 @@ class Family:
         return f"offline {self.name} {json.dumps(dict(zip(self.space, point)))}"
 
 
-_VECTOR_BITS = (512, 256)  # -mprefer-vector-width: AVX-512 registers or two AVX2 halves
-_PAGES = {"output_pages": ("huge", "4k")}  # madvise the fresh output onto 2 MB pages, or not
+# -mprefer-vector-width: zmm registers halve the instructions, ymm keep clocks up on some parts.
+_VECTOR_BITS = (512, 256)
+# An output over glibc's 32 MB mmap threshold is fresh memory every call: 2 MB pages fault 512x less.
+_PAGES = {"output_pages": ("huge", "4k")}
 _ROW_REDUCTION = {"accumulators": (16, 32, 8), "vector_bits": _VECTOR_BITS, **_PAGES}
-_NORM_STATS = {"stats": ("two_pass", "one_pass"), **_ROW_REDUCTION}
 _ACTIVATION = {"exp": ("poly", "libm"), "vector_bits": _VECTOR_BITS,
                "schedule": ("static", "dynamic, 16384"), **_PAGES}
 
 FAMILIES: dict[str, Family] = {f.name: f for f in [
-    Family("softmax", "softmax", {"passes": (3, 2), "exp": ("poly", "libm"), **_ROW_REDUCTION}),
+    Family("softmax", "softmax", {"passes": (3, 2), "exp": ("poly", "libm"), **_ROW_REDUCTION}, axis="last"),
     Family("rmsnorm", "rmsnorm", {"accumulators": (16, 32, 64, 8), "vector_bits": _VECTOR_BITS, **_PAGES},
            init="hidden", parameters=("weight",)),
-    Family("layernorm", "layernorm", _NORM_STATS, init="hidden", parameters=("weight", "bias")),
-    Family("groupnorm", "groupnorm", _NORM_STATS, init="groups", parameters=("weight", "bias")),
+    Family("layernorm", "layernorm", {"stats": ("two_pass", "one_pass"), **_ROW_REDUCTION},
+           init="hidden", parameters=("weight", "bias")),
+    # A group (here 256 KB) outgrows L1, so a second read of it costs more than for a row.
+    Family("groupnorm", "groupnorm", {"stats": ("one_pass", "two_pass"), **_ROW_REDUCTION},
+           init="groups", parameters=("weight", "bias")),
     Family("silu_and_mul", "silu_and_mul", {"exp": ("poly", "libm"), "vector_bits": _VECTOR_BITS,
-                                            "schedule": ("static", "dynamic, 8"), **_PAGES}),
-    Family("relu", "elementwise", {"vector_bits": _VECTOR_BITS, "schedule": _ACTIVATION["schedule"], **_PAGES},
+                                            "schedule": ("static", "dynamic, 8"), **_PAGES}, axis="halves"),
+    Family("relu", "elementwise", {k: v for k, v in _ACTIVATION.items() if k != "exp"},
            fixed={"op": "relu", "exp": "none"}),
     *(Family(op, "elementwise", _ACTIVATION, fixed={"op": op})
       for op in ("sigmoid", "tanh", "silu", "gelu_tanh", "gelu_erf")),
@@ -128,7 +133,8 @@ def parse_task(prompt: str) -> PromptTask | None:
     except (ValueError, SyntaxError):
         return None
     return PromptTask(
-        operator=fields["operator"], aten_ops=[op for op in fields["aten ops"].split(", ") if op != "unknown"],
+        operator=fields["operator"],
+        aten_ops=[op for op in fields["aten ops"].split(", ") if op != "unknown"],
         input_shapes=shapes, input_dtypes=[d for d in fields["input dtypes"].strip("[]").split(", ") if d],
         init_inputs=list(init_inputs), platform=fields["platform"],
         reference=reference.group(1) if reference else "",
@@ -150,37 +156,47 @@ def _softmax_dim(reference: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+_INIT_USAGE = {"none": "no constructor arguments", "hidden": "init inputs [hidden_size, eps]",
+               "groups": "init inputs [num_groups, num_channels, eps] for N, C, ... inputs"}
+
+
+def _init_fits(family: Family, shape: list[int], init: list[Any]) -> bool:
+    """Whether the task's constructor arguments are the ones the template's ModelNew takes."""
+    if not all(isinstance(v, (int, float)) for v in init):
+        return False
+    if family.init == "hidden":
+        return 1 <= len(init) <= 2 and init[0] == shape[-1]
+    if family.init == "groups":
+        return (2 <= len(init) <= 3 and len(shape) >= 3 and init[1] == shape[1]
+                and isinstance(init[0], int) and init[0] > 0 and shape[1] % init[0] == 0)
+    return not init
+
+
 def unfit_reason(family: Family, task: PromptTask) -> str | None:
     """Why the family's template cannot serve this task, or None when it can."""
-    shape, init = task.input_shapes[0], task.init_inputs
-    sizes = [v for v in init if isinstance(v, int)]
-    floats_ok = all(isinstance(v, (int, float)) for v in init)
-    missing = [p for p in family.parameters if not re.search(rf"self\.{p}\s*=\s*nn\.Parameter", task.reference)]
+    shape = task.input_shapes[0]
+    missing = [p for p in family.parameters
+               if not re.search(rf"self\.{p}\s*=\s*nn\.Parameter", task.reference)]
     if missing:
         return f"its template needs the reference to register nn.Parameter {', '.join(missing)}"
-    if family.init == "none" and init:
-        return f"its template takes no constructor arguments, but the task passes {init}"
-    if family.init == "hidden" and not (floats_ok and 1 <= len(init) <= 2 and sizes[:1] == [shape[-1]]):
-        return f"its template needs init inputs [hidden_size, eps] with hidden_size = {shape[-1]}, not {init}"
-    if family.init == "groups" and not (floats_ok and 2 <= len(init) <= 3 and len(shape) >= 3
-                                        and sizes[1:2] == [shape[1]] and shape[1] % sizes[0] == 0):
-        return f"its template needs init inputs [num_groups, num_channels, eps] for an N, C, ... input, not {init}"
-    if family.name == "softmax" and _softmax_dim(task.reference) not in (-1, len(shape) - 1):
+    if not _init_fits(family, shape, task.init_inputs):
+        return f"its template takes {_INIT_USAGE[family.init]}, not {task.init_inputs}"
+    if family.axis == "last" and _softmax_dim(task.reference) not in (-1, len(shape) - 1):
         return "its template normalises over the last dimension only"
-    if family.name == "silu_and_mul" and shape[-1] % 2:
+    if family.axis == "halves" and shape[-1] % 2:
         return f"the last dimension ({shape[-1]}) must split into two halves"
     return None
 
 
 def decline_reason(task: PromptTask) -> str | None:
     """A plain-text refusal when no template serves the task, else None."""
+    refusal = f"I have no template for {task.operator} on {task.platform} with {task.dtype}"
     family = family_for(task)
-    reason = None if family is None else unfit_reason(family, task)
-    supported = task.platform == "cpu" and task.input_dtypes == ["float32"] and len(task.input_shapes) == 1
-    if family is None or not supported or reason:
-        why = f": my {family.name} template does not fit, as {reason}" if family and supported and reason else ""
-        return f"I have no template for {task.operator} on {task.platform} with {task.dtype}{why}."
-    return None
+    one_tensor = len(task.input_shapes) == 1 and len(task.input_shapes[0]) > 0
+    if family is None or task.platform != "cpu" or task.input_dtypes != ["float32"] or not one_tensor:
+        return refusal + "."
+    reason = unfit_reason(family, task)
+    return f"{refusal}: my {family.name} template does not fit, as {reason}." if reason else None
 
 
 _APPROACH = r"approach: offline (\w+) (\{[^`\n]*\})"

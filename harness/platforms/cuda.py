@@ -7,6 +7,7 @@ about 0.05 s once started, and a source seen before loads its PTX from the cache
 
 from __future__ import annotations
 
+import base64
 import json
 
 import torch
@@ -19,7 +20,7 @@ class CompileError(RuntimeError):
     """NVRTC rejected the candidate's source; the message is NVRTC's log."""
 
 
-def compile_cuda(source: str, kernel_name: str, options: tuple[str, ...] = ("-O3", "--use_fast_math")):
+def compile_cuda(source: str, kernel_name: str, options: tuple[str, ...] = ("--use_fast_math",)):
     """Compile one `extern "C" __global__` kernel; returns a callable
     `kernel(grid=(x, y, z), block=(x, y, z), args=[tensors and scalars], shared_mem=0)`."""
     from torch.cuda._utils import _cuda_load_module, _nvrtc_compile
@@ -33,13 +34,14 @@ def compile_cuda(source: str, kernel_name: str, options: tuple[str, ...] = ("-O3
             ptx, mangled = _nvrtc_compile(source, kernel_name, capability, None, list(options))
         except RuntimeError as exc:
             raise CompileError(str(exc)) from exc
+        # NVRTC may hand back a binary (cubin) rather than PTX text: keep the bytes as they are.
+        image = ptx if isinstance(ptx, bytes) else ptx.encode()
         path = tmp / "kernel.json"
-        ptx_text = ptx.decode() if isinstance(ptx, bytes) else ptx
-        path.write_text(json.dumps({"ptx": ptx_text, "name": mangled}))
+        path.write_text(json.dumps({"image": base64.b64encode(image).decode(), "name": mangled}))
         return path
 
     record = json.loads(cached_build(key, "kernel.json", build).artifact.read_text())
-    module = _cuda_load_module(record["ptx"].encode(), [record["name"]])
+    module = _cuda_load_module(base64.b64decode(record["image"]), [record["name"]])
     return module[record["name"]] if isinstance(module, dict) else getattr(module, record["name"])
 
 

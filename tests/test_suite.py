@@ -14,6 +14,7 @@ RMSNORM_KERNEL = (REPO / "tests" / "candidates" / "rmsnorm_cpp.py")
 
 
 def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    cwd.chmod(0o711)  # workers run as nobody under root and must pass through
     environment = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "MLFLOW_TRACKING_URI"}
     environment.update(env)
     return subprocess.run(args, cwd=cwd, env=environment, capture_output=True, text=True, timeout=900)

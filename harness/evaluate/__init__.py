@@ -14,7 +14,7 @@ from harness.errors import ForgeBenchError
 from harness.evaluate.checks import compare, near_constant
 from harness.evaluate.result import EvalResult
 from harness.evaluate.roofline import floor_ms
-from harness.evaluate.sandbox import describe_exit, run_worker
+from harness.evaluate.sandbox import ZygotePool, check_reachable_by_worker, describe_exit, prepare_workdir
 from harness.platforms.base import Platform
 from harness.tasks import Task
 
@@ -50,6 +50,14 @@ class Evaluator:
         self.work_dir, self.cache_dir = Path(work_dir).resolve(), Path(cache_dir).resolve()
         self._references: dict[str, _Reference] = {}
         self._ceilings_path = self.cache_dir / f"ceilings-{platform.device}.json"
+        if platform.drop_privileges:
+            for folder in (self.work_dir, self.cache_dir):
+                check_reachable_by_worker(folder)
+        self._workers = ZygotePool(platform.preload)
+
+    def close(self) -> None:
+        """Stop the worker zygotes (also done at exit, when the process ends)."""
+        self._workers.close()
 
     def _request(self, task: Task, mode: str, folder: Path, **extra) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
@@ -68,7 +76,11 @@ class Evaluator:
     def _run(self, request: Path, folder: Path) -> tuple[dict | None, str]:
         s = self.settings
         memory_gb = s.memory_gb if self.platform.limit_address_space else None
-        exit_ = run_worker(request, folder, s.timeout_s, memory_gb, self.platform.worker_env(self.cache_dir))
+        env = prepare_workdir(folder, self.platform.worker_env(self.cache_dir),
+                              list(self.platform.cache_dirs(self.cache_dir).values()))
+        exit_ = self._workers.run(request, folder, s.timeout_s, memory_gb, env, self.platform.drop_privileges)
+        # What a worker wrote (outputs that pass the checks) is closed to every later worker.
+        folder.chmod(0o700)
         result_path = folder / "result.json"
         if exit_.returncode is None:
             return None, f"timeout: the worker did not finish within {s.timeout_s:g} s"

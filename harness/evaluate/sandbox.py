@@ -1,18 +1,25 @@
-"""Runs a worker in its own process: time limit, memory limit, scrubbed environment, own dirs."""
+"""Runs a worker in its own process: time limit, memory limit, scrubbed environment, own dirs,
+and (when the harness runs as root) the unprivileged user nobody.
+
+Workers are forked from a zygote (zygote.py) that imported torch once; each zygote serves one
+evaluation at a time, and a pool grows to as many as run concurrently.
+"""
 
 from __future__ import annotations
 
+import json
 import os
-import resource
 import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 # Only these variables reach a worker: nothing that could hold a credential.
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CC", "CXX", "OMP_NUM_THREADS",
               "PYTHONPATH", "VIRTUAL_ENV", "TRITON_INTERPRET", "LD_LIBRARY_PATH")
+NOBODY = 65534
 
 
 @dataclass(frozen=True)
@@ -21,48 +28,121 @@ class WorkerExit:
     log: str
 
 
-def worker_env(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
-    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
-    home = workdir / "home"
-    tmp = workdir / "tmp"
-    home.mkdir(parents=True, exist_ok=True)
-    tmp.mkdir(parents=True, exist_ok=True)
+def base_env() -> dict[str, str]:
+    return {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+
+
+def _hand_over(path: Path) -> None:
+    """Let the unprivileged worker write here (only meaningful when we are root)."""
+    if os.getuid() == 0:
+        os.chown(path, NOBODY, NOBODY)
+
+
+def check_reachable_by_worker(folder: Path) -> None:
+    """Workers run as nobody when we are root: every folder above their work must let others in."""
+    from harness.errors import ForgeBenchError
+
+    folder.mkdir(parents=True, exist_ok=True)
+    if os.getuid() != 0:
+        return
+    for parent in [folder, *folder.parents]:
+        if not parent.stat().st_mode & 0o001:
+            raise ForgeBenchError(
+                f"the unprivileged worker (user nobody) cannot enter {parent} (mode {parent.stat().st_mode & 0o777:o}), "
+                f"which holds {folder}; run from a folder others may enter, or set platform.drop_privileges=false."
+            )
+
+
+def prepare_workdir(workdir: Path, extra: dict[str, str], shared_dirs: list[Path]) -> dict[str, str]:
+    """The worker's environment, with its own HOME and TMPDIR inside workdir."""
+    env = base_env()
+    home, tmp = workdir / "home", workdir / "tmp"
+    for folder in (home, tmp):
+        folder.mkdir(parents=True, exist_ok=True)
+        _hand_over(folder)
+    _hand_over(workdir)
+    for folder in shared_dirs:  # caches every worker writes to
+        folder.mkdir(parents=True, exist_ok=True)
+        if os.getuid() == 0:
+            folder.chmod(0o1777)
     env.update(HOME=str(home), TMPDIR=str(tmp), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
     env.update(extra)
     return env
 
 
-def _limits(memory_bytes: int | None):
-    def apply() -> None:
-        if memory_bytes:
-            resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a segfault must not leave gigabytes of core
-
-    return apply
-
-
-def run_worker(request_path: Path, workdir: Path, timeout_s: float, memory_gb: float | None,
-               extra_env: dict[str, str]) -> WorkerExit:
-    """Run the worker to completion or to its time limit; its whole process group dies with it."""
-    log_path = workdir / "worker.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.evaluate.worker", str(request_path)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            env=worker_env(workdir, extra_env), cwd=workdir, start_new_session=True,
-            preexec_fn=_limits(int(memory_gb * 2**30) if memory_gb else None),
+class _Zygote:
+    def __init__(self, preload: list[str]):
+        self.lock = threading.Lock()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.evaluate.zygote", *preload],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**base_env(), "PYTHONUNBUFFERED": "1"},
+            text=True, start_new_session=True,
         )
+        ready = self.proc.stdout.readline()
+        if not ready.strip().startswith('{"ready"'):
+            raise RuntimeError(f"the worker zygote failed to start: {ready!r}")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def run(self, job: dict) -> dict:
+        self.proc.stdin.write(json.dumps(job) + "\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline()
+        if not answer:
+            raise RuntimeError("the worker zygote died")
+        return json.loads(answer)
+
+    def close(self) -> None:
         try:
-            returncode: int | None = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            returncode = None
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+
+class ZygotePool:
+    """Zygotes with `preload` imported; one per evaluation running at the same time."""
+
+    def __init__(self, preload: list[str] | None = None):
+        self.preload = list(preload or [])
+        self._zygotes: list[_Zygote] = []
+        self._lock = threading.Lock()
+
+    def _acquire(self) -> _Zygote:
+        with self._lock:
+            for zygote in self._zygotes:
+                if zygote.alive() and zygote.lock.acquire(blocking=False):
+                    return zygote
+            self._zygotes = [z for z in self._zygotes if z.alive()]
+            zygote = _Zygote(self.preload)
+            zygote.lock.acquire()
+            self._zygotes.append(zygote)
+            return zygote
+
+    def run(self, request_path: Path, workdir: Path, timeout_s: float, memory_gb: float | None,
+            env: dict[str, str], drop_privileges: bool) -> WorkerExit:
+        log_path = workdir / "worker.log"
+        job = {"request_path": str(request_path), "workdir": str(workdir), "log_path": str(log_path),
+               "timeout_s": timeout_s, "memory_bytes": int(memory_gb * 2**30) if memory_gb else None,
+               "env": env, "drop_privileges": drop_privileges}
+        zygote = self._acquire()
+        try:
+            answer = zygote.run(job)
         finally:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)  # also ends threads and children left behind
-            except ProcessLookupError:
-                pass
-            proc.wait()
-    return WorkerExit(returncode, log_path.read_text(errors="replace"))
+            zygote.lock.release()
+        log = log_path.read_text(errors="replace") if log_path.is_file() else ""
+        if answer["timed_out"]:
+            return WorkerExit(None, log)
+        status = answer["status"]
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        return WorkerExit(code, log)
+
+    def close(self) -> None:
+        with self._lock:
+            for zygote in self._zygotes:
+                zygote.close()
+            self._zygotes = []
 
 
 def describe_exit(returncode: int) -> str:

@@ -18,6 +18,10 @@ class Platform:
     # A kernel faster than this share of the measured roofline is a broken or cheating timer.
     # On a CPU, data left in a large last-level cache can beat the DRAM copy rate honestly.
     max_sol_fraction: float = 1.25
+    # Modules the worker zygote imports once, so no evaluation pays for them.
+    preload: list[str] = field(default_factory=list)
+    # Run workers as the user nobody when the harness is root (no access to root's processes).
+    drop_privileges: bool = True
 
     def prompt_notes(self) -> str:
         """What a model must know to write a candidate for this platform (prompts are data)."""
@@ -27,9 +31,12 @@ class Platform:
         """None when this machine can run the platform, else a sentence saying why not."""
         return None
 
+    def cache_dirs(self, cache_dir: Path) -> dict[str, Path]:
+        """Build caches shared by every worker on this machine, by the variable that names each."""
+        return {"FORGEBENCH_BUILD_CACHE": cache_dir / "build", "TORCH_EXTENSIONS_DIR": cache_dir / "torch_extensions"}
+
     def worker_env(self, cache_dir: Path) -> dict[str, str]:
         """Variables the worker needs to build and cache kernels under cache_dir."""
         # Passive OpenMP threads sleep when a parallel region ends, so CPU still burning after
         # forward returns is the candidate's own escaped work.
-        return {"FORGEBENCH_BUILD_CACHE": str(cache_dir / "build"),
-                "TORCH_EXTENSIONS_DIR": str(cache_dir / "torch_extensions"), "OMP_WAIT_POLICY": "PASSIVE"}
+        return {**{k: str(v) for k, v in self.cache_dirs(cache_dir).items()}, "OMP_WAIT_POLICY": "PASSIVE"}

@@ -15,5 +15,5 @@ class TritonPlatform(CudaPlatform):
             return "platform 'triton' needs the triton package; install it beside torch (pip install triton)."
         return super().unavailable_reason()
 
-    def worker_env(self, cache_dir: Path) -> dict[str, str]:
-        return {**super().worker_env(cache_dir), "TRITON_CACHE_DIR": str(cache_dir / "triton")}
+    def cache_dirs(self, cache_dir: Path) -> dict[str, Path]:
+        return {**super().cache_dirs(cache_dir), "TRITON_CACHE_DIR": cache_dir / "triton"}

@@ -23,6 +23,7 @@ def candidate(name: str) -> str:
 @pytest.fixture(scope="module")
 def cuda(tmp_path_factory):
     root = tmp_path_factory.mktemp("cuda")
+    root.chmod(0o711)
     platform = CudaPlatform("cuda", "cuda", "CUDA C++", baselines=["eager"], limit_address_space=False)
     return Evaluator(platform, SETTINGS, root / "work", root / "cache")
 
@@ -30,6 +31,7 @@ def cuda(tmp_path_factory):
 @pytest.fixture(scope="module")
 def triton(tmp_path_factory):
     root = tmp_path_factory.mktemp("triton")
+    root.chmod(0o711)
     platform = TritonPlatform("triton", "cuda", "Triton", baselines=["eager"], limit_address_space=False)
     return Evaluator(platform, SETTINGS, root / "work", root / "cache")
 

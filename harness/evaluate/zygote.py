@@ -1,0 +1,96 @@
+"""A pre-loaded parent for workers: imports torch and the worker once, then forks one child per
+evaluation, so a worker starts in milliseconds instead of seconds.
+
+Started by sandbox.py with a scrubbed environment; reads one JSON request per line on stdin and
+answers one JSON line per finished child: {"status": waitpid status, "timed_out": bool}.
+It never runs a torch op itself: a fork after OpenMP or CUDA start-up would break the child.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import resource
+import signal
+import sys
+import time
+
+NOBODY = 65534
+
+
+def _become_worker(job: dict) -> None:
+    """In the child: own session, limits, environment, directory, log, and (as root) no privileges."""
+    os.setsid()
+    os.chdir(job["workdir"])
+    log = os.open(job["log_path"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(0)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a segfault must not leave gigabytes of core
+    if job.get("memory_bytes"):
+        resource.setrlimit(resource.RLIMIT_AS, (job["memory_bytes"], job["memory_bytes"]))
+    os.environ.clear()
+    os.environ.update(job["env"])
+    if job.get("drop_privileges") and os.getuid() == 0:
+        # As nobody the candidate cannot read root's processes (/proc/<pid>/environ) or files.
+        os.setgroups([])
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+
+
+def _run_child(job: dict) -> None:
+    code = 1
+    try:
+        _become_worker(job)
+        from harness.evaluate import worker
+
+        code = worker.main(job["request_path"])
+    except BaseException:  # noqa: BLE001 (the child must always leave through os._exit)
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _wait(pid: int, timeout_s: float) -> tuple[int, bool]:
+    deadline = time.monotonic() + timeout_s
+    delay = 0.001
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status, False
+        if time.monotonic() >= deadline:
+            try:
+                os.killpg(pid, signal.SIGKILL)  # the child's session: its threads and children too
+            except ProcessLookupError:
+                pass
+            return os.waitpid(pid, 0)[1], True
+        time.sleep(delay)
+        delay = min(delay * 2, 0.02)
+
+
+def serve() -> None:
+    for module in ["torch", "harness.evaluate.worker", "torch._dynamo", *sys.argv[1:]]:
+        importlib.import_module(module)
+    out = sys.stdout
+    print(json.dumps({"ready": True}), file=out, flush=True)
+    for line in sys.stdin:
+        job = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            _run_child(job)
+        status, timed_out = _wait(pid, job["timeout_s"])
+        if not timed_out:
+            try:
+                os.killpg(pid, signal.SIGKILL)  # threads or children the worker left behind
+            except (ProcessLookupError, PermissionError):
+                pass
+        print(json.dumps({"status": status, "timed_out": timed_out}), file=out, flush=True)
+
+
+if __name__ == "__main__":
+    serve()

@@ -25,7 +25,7 @@ CANDIDATES = Path(__file__).resolve().parents[1] / "tests" / "gpu"
 def variant(source: str, platform: str, i: int) -> str:
     """The same kernel with a comment that changes its hash, so nothing is cached."""
     if platform == "cuda":
-        return source.replace('#include <cuda_fp16.h>', f'#include <cuda_fp16.h>\n// variant {i}')
+        return source.replace("#include <cuda_fp16.h>", f"#include <cuda_fp16.h>\n// variant {i}")
     return source.replace("    row = tl.program_id(0)", f"    # variant {i}\n    row = tl.program_id(0)", 1)
 
 
@@ -33,8 +33,12 @@ def evaluator(platform: str, root: Path) -> Evaluator:
     cfg = compose(platform=platform)
     from omegaconf import OmegaConf
 
-    return Evaluator(instantiate(cfg.platform, "platform"), EvalSettings(**OmegaConf.to_container(cfg.evaluate)),
-                     root / "work", root / "cache")
+    return Evaluator(
+        instantiate(cfg.platform, "platform"),
+        EvalSettings(**OmegaConf.to_container(cfg.evaluate)),
+        root / "work",
+        root / "cache",
+    )
 
 
 def turnaround(platform: str, name: str, task_id: str, root: Path, n: int = 5) -> dict:
@@ -49,13 +53,22 @@ def turnaround(platform: str, name: str, task_id: str, root: Path, n: int = 5) -
     for r in fresh + cached:
         assert r.correct, r.reason
     return {
-        "platform": platform, "task": task_id, "candidate": name, "reference_and_baselines_s": reference_s,
-        "new_source_wall_s": [r.phases["wall_s"] for r in fresh], "cached_wall_s": [r.phases["wall_s"] for r in cached],
-        "new_source_phases": fresh[0].phases, "cached_phases": cached[0].phases,
-        "cached_build": [r.cached_build for r in cached], "time_ms": [r.time_ms for r in fresh + cached],
-        "baselines": fresh[0].baselines, "speedup_vs_eager": fresh[0].speedup_vs_eager,
-        "speedup_vs_compile": fresh[0].speedup_vs_compile, "sol_fraction": fresh[0].sol_fraction,
-        "env": fresh[0].env, "ceilings": ev.ceilings(),
+        "platform": platform,
+        "task": task_id,
+        "candidate": name,
+        "reference_and_baselines_s": reference_s,
+        "new_source_wall_s": [r.phases["wall_s"] for r in fresh],
+        "cached_wall_s": [r.phases["wall_s"] for r in cached],
+        "new_source_phases": fresh[0].phases,
+        "cached_phases": cached[0].phases,
+        "cached_build": [r.cached_build for r in cached],
+        "time_ms": [r.time_ms for r in fresh + cached],
+        "baselines": fresh[0].baselines,
+        "speedup_vs_eager": fresh[0].speedup_vs_eager,
+        "speedup_vs_compile": fresh[0].speedup_vs_compile,
+        "sol_fraction": fresh[0].sol_fraction,
+        "env": fresh[0].env,
+        "ceilings": ev.ceilings(),
     }
 
 
@@ -76,8 +89,10 @@ def do_bench_reference(task_id: str, candidates: dict[str, str]) -> dict:
         spec.loader.exec_module(mod)
         fns[label] = mod.ModelNew(*module.get_init_inputs()).cuda()
     with torch.no_grad():
-        return {label: do_bench(lambda f=fn: f(*inputs), warmup=50, rep=300, return_mode="median")
-                for label, fn in fns.items()}
+        return {
+            label: do_bench(lambda f=fn: f(*inputs), warmup=50, rep=300, return_mode="median")
+            for label, fn in fns.items()
+        }
 
 
 def main(out: str) -> None:
@@ -93,17 +108,24 @@ def main(out: str) -> None:
         ev = evaluator("triton", root / "triton")
         task = resolve_one("softmax_fp16_attn")
         times = [ev.evaluate(task, (CANDIDATES / "softmax_triton.py").read_text()).time_ms for _ in range(5)]
-        report["repeatability"] = {"kernel": "softmax_triton on softmax_fp16_attn", "time_ms": times,
-                                   "spread": max(times) / min(times) - 1}
+        report["repeatability"] = {
+            "kernel": "softmax_triton on softmax_fp16_attn",
+            "time_ms": times,
+            "spread": max(times) / min(times) - 1,
+        }
         report["harness_vs_do_bench"] = {
-            "softmax_fp16_attn": do_bench_reference("softmax_fp16_attn", {"cuda": "softmax_cuda.py", "triton": "softmax_triton.py"}),
+            "softmax_fp16_attn": do_bench_reference(
+                "softmax_fp16_attn", {"cuda": "softmax_cuda.py", "triton": "softmax_triton.py"}
+            ),
             "rmsnorm_bf16_qwen": do_bench_reference("rmsnorm_bf16_qwen", {"triton": "rmsnorm_triton.py"}),
         }
     Path(out).write_text(json.dumps(report, indent=1))
     for t in report["turnaround"]:
-        print(f"{t['platform']:7s} {t['candidate']:18s} new {statistics.median(t['new_source_wall_s']):.2f} s  "
-              f"cached {statistics.median(t['cached_wall_s']):.2f} s  time {statistics.median(t['time_ms']):.4f} ms  "
-              f"baselines {t['baselines']}  sol {t['sol_fraction']}")
+        print(
+            f"{t['platform']:7s} {t['candidate']:18s} new {statistics.median(t['new_source_wall_s']):.2f} s  "
+            f"cached {statistics.median(t['cached_wall_s']):.2f} s  time {statistics.median(t['time_ms']):.4f} ms  "
+            f"baselines {t['baselines']}  sol {t['sol_fraction']}"
+        )
     print("repeatability", report["repeatability"])
     print("do_bench", report["harness_vs_do_bench"])
 

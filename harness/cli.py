@@ -19,12 +19,18 @@ def _eval(args: argparse.Namespace) -> int:
 
     candidate = Path(args.candidate)
     if not candidate.is_file():
-        raise ForgeBenchError(f"candidate file '{candidate}' does not exist; pass the path of a .py file defining ModelNew.")
+        raise ForgeBenchError(
+            f"candidate file '{candidate}' does not exist; pass the path of a .py file defining ModelNew."
+        )
     cfg = compose(platform=args.platform, overrides=args.override)
     task = resolve_one(args.task)
     platform = instantiate(cfg.platform, "platform")
-    evaluator = Evaluator(platform, EvalSettings(**OmegaConf.to_container(cfg.evaluate)),
-                          Path(cfg.run_root) / "eval" / time.strftime("%Y%m%d-%H%M%S"), Path(cfg.cache_dir))
+    evaluator = Evaluator(
+        platform,
+        EvalSettings(**OmegaConf.to_container(cfg.evaluate)),
+        Path(cfg.run_root) / "eval" / time.strftime("%Y%m%d-%H%M%S"),
+        Path(cfg.cache_dir),
+    )
     result = evaluator.evaluate(task, candidate.read_text())
     print(result.to_json() if args.json else _describe(result))
     return 0
@@ -55,7 +61,11 @@ def _tasks_validate(args: argparse.Namespace) -> int:
     from harness.trace import signature
 
     roots = [Path(p) for p in args.paths] or [TASKS_ROOT]
-    targets = [p.parent for root in roots for p in sorted(root.rglob("task.yaml"))] if all(r.is_dir() for r in roots) else roots
+    targets = (
+        [p.parent for root in roots for p in sorted(root.rglob("task.yaml"))]
+        if all(r.is_dir() for r in roots)
+        else roots
+    )
     problems = 0
     for target in targets:
         try:
@@ -69,9 +79,8 @@ def _tasks_validate(args: argparse.Namespace) -> int:
 
 
 def _leaderboard(args: argparse.Namespace) -> int:
-    from leaderboard.table import TASK_COLUMNS, render, summarize, task_runs
-
     from harness.config import compose
+    from leaderboard.table import TASK_COLUMNS, render, summarize, task_runs
 
     cfg = compose()
     tracking_uri = args.tracking_uri or cfg.tracking_uri
@@ -104,7 +113,9 @@ def parser() -> argparse.ArgumentParser:
     validate.set_defaults(handler=_tasks_validate)
 
     board = sub.add_parser("leaderboard", help="the leaderboard, from MLflow alone")
-    board.add_argument("--tracking-uri", default=None, help="MLflow store (default: MLFLOW_TRACKING_URI or sqlite:///mlflow.db)")
+    board.add_argument(
+        "--tracking-uri", default=None, help="MLflow store (default: MLFLOW_TRACKING_URI or sqlite:///mlflow.db)"
+    )
     board.add_argument("--experiment", default=None, help="MLflow experiment (default: forgebench)")
     board.add_argument("--run", dest="run_id", default=None, help="only this suite run (its MLflow run id)")
     board.add_argument("--per-task", action="store_true", help="one row per task instead of per suite run")

@@ -25,14 +25,18 @@ def _choose(group: str, value: str | None) -> list[str]:
             # Any litellm model string works without a conf entry of its own.
             return ["model=litellm", f"model.name={value}"]
         raise ForgeBenchError(
-            f"unknown {group} '{value}'; choose one of {', '.join(group_options(group))} "
-            f"(the files in conf/{group}/)."
+            f"unknown {group} '{value}'; choose one of {', '.join(group_options(group))} (the files in conf/{group}/)."
         )
     return [f"{group}={value}"]
 
 
-def compose(agent: str | None = None, model: str | None = None, platform: str | None = None,
-            suite: str | None = None, overrides: list[str] | None = None) -> DictConfig:
+def compose(
+    agent: str | None = None,
+    model: str | None = None,
+    platform: str | None = None,
+    suite: str | None = None,
+    overrides: list[str] | None = None,
+) -> DictConfig:
     """The run's configuration: conf/config.yaml, the chosen entries, then raw overrides."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir

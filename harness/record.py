@@ -17,8 +17,13 @@ if TYPE_CHECKING:
 
 def git_sha() -> str:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             cwd=Path(__file__).parent, timeout=10)
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).parent,
+            timeout=10,
+        )
         return out.stdout.strip() or "unknown"
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
@@ -48,36 +53,55 @@ class Recorder:
             ) from exc
 
     def start_suite(self, tags: dict[str, str], config: dict) -> str:
-        run = self.client.create_run(self.experiment_id, run_name=f"{tags['agent']}-{tags['model']}", tags={
-            **tags, "git_sha": git_sha(), "device": device_name(config["platform"]["device"]),
-            "forgebench.kind": "suite",
-        })
+        run = self.client.create_run(
+            self.experiment_id,
+            run_name=f"{tags['agent']}-{tags['model']}",
+            tags={
+                **tags,
+                "git_sha": git_sha(),
+                "device": device_name(config["platform"]["device"]),
+                "forgebench.kind": "suite",
+            },
+        )
         self.client.log_dict(run.info.run_id, config, "config.json")
         return run.info.run_id
 
-    def record_task(self, parent_run_id: str, task: "Task", outcome: "AgentOutcome", folder: Path,
-                    wall_s: float) -> str:
+    def record_task(self, parent_run_id: str, task: Task, outcome: AgentOutcome, folder: Path, wall_s: float) -> str:
         best = outcome.best
         parent_tags = self.client.get_run(parent_run_id).data.tags
-        run = self.client.create_run(self.experiment_id, run_name=task.id, tags={
-            "mlflow.parentRunId": parent_run_id, "forgebench.kind": "task", "task": task.id,
-            "source": task.source, "operator": task.operator or "unknown", "stop_reason": outcome.stop_reason,
-            **{k: parent_tags[k] for k in ("agent", "model", "platform", "suite", "device") if k in parent_tags},
-        })
+        run = self.client.create_run(
+            self.experiment_id,
+            run_name=task.id,
+            tags={
+                "mlflow.parentRunId": parent_run_id,
+                "forgebench.kind": "task",
+                "task": task.id,
+                "source": task.source,
+                "operator": task.operator or "unknown",
+                "stop_reason": outcome.stop_reason,
+                **{k: parent_tags[k] for k in ("agent", "model", "platform", "suite", "device") if k in parent_tags},
+            },
+        )
         run_id = run.info.run_id
         totals = outcome.tree.totals()
         metrics = {"correct": float(best is not None), "wall_s": wall_s, **totals}
         if best is not None:
             result = best.result
-            metrics.update(speedup_vs_eager=result.speedup_vs_eager, time_ms=result.time_ms,
-                           speedup_vs_compile=result.speedup_vs_compile, sol_fraction=result.sol_fraction,
-                           **result.baselines)
+            metrics.update(
+                speedup_vs_eager=result.speedup_vs_eager,
+                time_ms=result.time_ms,
+                speedup_vs_compile=result.speedup_vs_compile,
+                sol_fraction=result.sol_fraction,
+                **result.baselines,
+            )
             self.client.log_text(run_id, best.source, "best_kernel.py")
             self.client.log_dict(run_id, result.to_dict(), "best_result.json")
         now = int(time.time() * 1000)
         from mlflow.entities import Metric
 
-        self.client.log_batch(run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items() if v is not None])
+        self.client.log_batch(
+            run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items() if v is not None]
+        )
         for artifact in (folder / "tree.jsonl", folder / "transcripts"):
             if artifact.is_dir():
                 self.client.log_artifacts(run_id, str(artifact), artifact.name)
@@ -88,5 +112,3 @@ class Recorder:
 
     def end_suite(self, parent_run_id: str, status: str = "FINISHED") -> None:
         self.client.set_terminated(parent_run_id, status=status)
-
-

@@ -54,21 +54,38 @@ class SuiteRun:
         self.budget = _budget(cfg)
         label = _slug(f"{self.agent.name}-{self.model.name}-{self.platform.name}")
         self.run_dir = run_dir or Path(cfg.run_root) / label / time.strftime("%Y%m%d-%H%M%S")
-        self.evaluator = Evaluator(self.platform, EvalSettings(**OmegaConf.to_container(cfg.evaluate)),
-                                   self.run_dir / "work", Path(cfg.cache_dir))
+        self.evaluator = Evaluator(
+            self.platform,
+            EvalSettings(**OmegaConf.to_container(cfg.evaluate)),
+            self.run_dir / "work",
+            Path(cfg.cache_dir),
+        )
         self.recorder = Recorder(cfg.tracking_uri, cfg.experiment)
-        self.parent_run_id = self.recorder.start_suite({
-            "agent": self.agent.name, "model": self.model.name, "platform": self.platform.name,
-            "suite": cfg.suite.name if cfg.tasks is None else str(cfg.tasks), "run_dir": str(self.run_dir),
-        }, OmegaConf.to_container(cfg))
+        self.parent_run_id = self.recorder.start_suite(
+            {
+                "agent": self.agent.name,
+                "model": self.model.name,
+                "platform": self.platform.name,
+                "suite": cfg.suite.name if cfg.tasks is None else str(cfg.tasks),
+                "run_dir": str(self.run_dir),
+            },
+            OmegaConf.to_container(cfg),
+        )
 
     def tasks(self) -> list[Task]:
         return select(self.cfg.tasks if self.cfg.tasks is not None else list(self.cfg.suite.tasks))
 
     def run_task(self, task: Task) -> TaskOutcome:
         folder = self.run_dir / "tasks" / task.id
-        ctx = AgentContext(task, self.platform, self.model, self.evaluator, SearchTree(folder / "tree.jsonl"),
-                           self.budget, folder / "transcripts")
+        ctx = AgentContext(
+            task,
+            self.platform,
+            self.model,
+            self.evaluator,
+            SearchTree(folder / "tree.jsonl"),
+            self.budget,
+            folder / "transcripts",
+        )
         started = time.monotonic()
         outcome = self.agent.run(ctx)
         run_id = self.recorder.record_task(self.parent_run_id, task, outcome, folder, time.monotonic() - started)

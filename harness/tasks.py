@@ -85,19 +85,21 @@ def load_reference_module(path: Path, name: str = "forgebench_reference") -> typ
 
 def _check_fields(data: Any, yaml_path: Path) -> dict:
     if not isinstance(data, dict):
-        raise ForgeBenchError(f"{yaml_path}: must be a mapping of fields (id, operator, ...), not {type(data).__name__}.")
+        raise ForgeBenchError(
+            f"{yaml_path}: must be a mapping of fields (id, operator, ...), not {type(data).__name__}."
+        )
     unknown = sorted(set(data) - set(TASK_FIELDS))
     if unknown:
-        raise ForgeBenchError(
-            f"{yaml_path}: unknown field '{unknown[0]}'; the fields are {', '.join(TASK_FIELDS)}."
-        )
+        raise ForgeBenchError(f"{yaml_path}: unknown field '{unknown[0]}'; the fields are {', '.join(TASK_FIELDS)}.")
     for name in REQUIRED_FIELDS:
         if name not in data:
             raise ForgeBenchError(f"{yaml_path}: field '{name}' is missing; add it (see tasks/README.md).")
     for name, value in data.items():
         expected = TASK_FIELDS[name] if isinstance(TASK_FIELDS[name], tuple) else (TASK_FIELDS[name],)
         # bool is an int to isinstance; a task field is never both.
-        if value is not None and (not isinstance(value, expected) or isinstance(value, bool) and bool not in expected):
+        if value is not None and (
+            not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected)
+        ):
             want = " or ".join(_TYPE_NAMES[t] for t in expected)
             raise ForgeBenchError(f"{yaml_path}: field '{name}' is {value!r}; write a {want} there.")
     if data["id"] != yaml_path.parent.name:
@@ -138,7 +140,8 @@ def discover(root: Path = TASKS_ROOT) -> list[Task]:
     for task in tasks:
         if task.id in seen:
             raise ForgeBenchError(
-                f"task id '{task.id}' is used by both {seen[task.id]} and {task.reference_path.parent}; rename one folder."
+                f"task id '{task.id}' is used by both {seen[task.id]} and {task.reference_path.parent}; "
+                "rename one folder."
             )
         seen[task.id] = task.reference_path.parent
     return sorted(tasks, key=lambda t: t.id)
@@ -158,11 +161,15 @@ def select(spec: str | list[str], root: Path = TASKS_ROOT) -> list[Task]:
             chosen.update({t.id: t for t in map(load_kernelbench_file, files)})
             continue
         everything = discover(root) if everything is None else everything
-        hits = [t for t in everything if fnmatch.fnmatch(t.id, pattern) or fnmatch.fnmatch(f"{t.source}/{t.id}", pattern)
-                or t.source == pattern]
+        hits = [
+            t
+            for t in everything
+            if fnmatch.fnmatch(t.id, pattern) or fnmatch.fnmatch(f"{t.source}/{t.id}", pattern) or t.source == pattern
+        ]
         if not hits:
             raise ForgeBenchError(
-                f"no task matches '{pattern}'; run `forgebench tasks list` to see the ids, or pass a path to a .py file."
+                f"no task matches '{pattern}'; run `forgebench tasks list` to see the ids, "
+                "or pass a path to a .py file."
             )
         chosen.update({t.id: t for t in hits})
     return list(chosen.values())

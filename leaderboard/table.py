@@ -7,10 +7,31 @@ import math
 import pandas as pd
 
 # Which columns the leaderboard shows, in order (presentation is declared apart from execution).
-COLUMNS = ["agent", "model", "platform", "suite", "tasks", "correct", "geomean_speedup", "geomean_correct",
-           "fast_1", "cost_usd", "llm_calls", "started"]
-TASK_COLUMNS = ["task", "correct", "speedup_vs_eager", "time_ms", "eager_ms", "rounds", "llm_calls", "cost_usd",
-                "stop_reason"]
+COLUMNS = [
+    "agent",
+    "model",
+    "platform",
+    "suite",
+    "tasks",
+    "correct",
+    "geomean_speedup",
+    "geomean_correct",
+    "fast_1",
+    "cost_usd",
+    "llm_calls",
+    "started",
+]
+TASK_COLUMNS = [
+    "task",
+    "correct",
+    "speedup_vs_eager",
+    "time_ms",
+    "eager_ms",
+    "rounds",
+    "llm_calls",
+    "cost_usd",
+    "stop_reason",
+]
 
 
 def task_runs(tracking_uri: str, experiment: str, parent_run_id: str | None = None) -> pd.DataFrame:
@@ -27,11 +48,14 @@ def task_runs(tracking_uri: str, experiment: str, parent_run_id: str | None = No
     rows = []
     for run in client.search_runs([found.experiment_id], query, max_results=50000):
         tags, metrics = run.data.tags, run.data.metrics
-        rows.append({
-            "parent_run_id": tags.get("mlflow.parentRunId"), "started": run.info.start_time,
-            **{k: tags.get(k) for k in ("task", "agent", "model", "platform", "suite", "stop_reason")},
-            **metrics,
-        })
+        rows.append(
+            {
+                "parent_run_id": tags.get("mlflow.parentRunId"),
+                "started": run.info.start_time,
+                **{k: tags.get(k) for k in ("task", "agent", "model", "platform", "suite", "stop_reason")},
+                **metrics,
+            }
+        )
     frame = pd.DataFrame(rows)
     for column in ("speedup_vs_eager", "cost_usd", "llm_calls", "correct"):
         if column not in frame:
@@ -54,16 +78,23 @@ def summarize(tasks: pd.DataFrame) -> pd.DataFrame:
         correct = group["correct"].fillna(0) > 0
         speedup = group["speedup_vs_eager"].where(correct)
         first = group.iloc[0]
-        rows.append({
-            "agent": first["agent"], "model": first["model"], "platform": first["platform"], "suite": first["suite"],
-            "tasks": len(group), "correct": int(correct.sum()),
-            "geomean_speedup": _geomean(speedup.fillna(1.0).clip(lower=1.0)),
-            "geomean_correct": _geomean(speedup),
-            "fast_1": float((speedup > 1.0).sum()) / len(group),
-            "cost_usd": float(group["cost_usd"].fillna(0).sum()), "llm_calls": int(group["llm_calls"].fillna(0).sum()),
-            "started": pd.to_datetime(group["started"].min(), unit="ms").strftime("%Y-%m-%d %H:%M"),
-            "parent_run_id": parent,
-        })
+        rows.append(
+            {
+                "agent": first["agent"],
+                "model": first["model"],
+                "platform": first["platform"],
+                "suite": first["suite"],
+                "tasks": len(group),
+                "correct": int(correct.sum()),
+                "geomean_speedup": _geomean(speedup.fillna(1.0).clip(lower=1.0)),
+                "geomean_correct": _geomean(speedup),
+                "fast_1": float((speedup > 1.0).sum()) / len(group),
+                "cost_usd": float(group["cost_usd"].fillna(0).sum()),
+                "llm_calls": int(group["llm_calls"].fillna(0).sum()),
+                "started": pd.to_datetime(group["started"].min(), unit="ms").strftime("%Y-%m-%d %H:%M"),
+                "parent_run_id": parent,
+            }
+        )
     return pd.DataFrame(rows).sort_values(["geomean_speedup", "correct"], ascending=False).reset_index(drop=True)
 
 

@@ -18,14 +18,25 @@ def _default_platform() -> str:
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("forgebench")
     group.addoption("--agent", default=None, help="agent strategy: an entry of conf/agent/ (default: mcts)")
-    group.addoption("--model", default=None,
-                    help="an entry of conf/model/ or any litellm model string such as openai/gpt-4o (default: offline)")
+    group.addoption(
+        "--model",
+        default=None,
+        help="an entry of conf/model/ or any litellm model string such as openai/gpt-4o (default: offline)",
+    )
     group.addoption("--platform", default=None, help="cpu, cuda or triton (default: cuda where a GPU is present)")
-    group.addoption("--tasks", default=None,
-                    help="a suite name (conf/suite/), a task id pattern, or a path to KernelBench-format files")
+    group.addoption(
+        "--tasks",
+        default=None,
+        help="a suite name (conf/suite/), a task id pattern, or a path to KernelBench-format files",
+    )
     group.addoption("--rounds", type=int, default=None, help="candidates evaluated per task (budget.rounds)")
-    group.addoption("--override", action="append", default=[], metavar="KEY=VALUE",
-                    help="a raw Hydra override, e.g. --override evaluate.timeout_s=60 (repeatable)")
+    group.addoption(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a raw Hydra override, e.g. --override evaluate.timeout_s=60 (repeatable)",
+    )
 
 
 def _compose(config: pytest.Config):
@@ -38,8 +49,13 @@ def _compose(config: pytest.Config):
         overrides.append(f"tasks={tasks}")
     if config.getoption("--rounds") is not None:
         overrides.append(f"budget.rounds={config.getoption('--rounds')}")
-    return compose(agent=config.getoption("--agent"), model=config.getoption("--model"),
-                   platform=config.getoption("--platform") or _default_platform(), suite=suite, overrides=overrides)
+    return compose(
+        agent=config.getoption("--agent"),
+        model=config.getoption("--model"),
+        platform=config.getoption("--platform") or _default_platform(),
+        suite=suite,
+        overrides=overrides,
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -103,6 +119,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     write("")
     write(render(summarize(tasks)))
     write("")
-    write(f"records: MLflow {run.recorder.tracking_uri} (experiment '{run.cfg.experiment}', run {run.parent_run_id});"
-          f" trees and transcripts: {run.run_dir}")
+    write(
+        f"records: MLflow {run.recorder.tracking_uri} (experiment '{run.cfg.experiment}', run {run.parent_run_id});"
+        f" trees and transcripts: {run.run_dir}"
+    )
     write("all runs: forgebench leaderboard")

@@ -15,17 +15,29 @@ class LoopbackLLM:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 (http.server's name)
+            def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 owner.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
-                payload = json.dumps({
-                    "id": f"chatcmpl-{len(owner.requests)}", "object": "chat.completion", "created": 0,
-                    "model": body["model"],
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": owner.answer(body["messages"])}}],
-                    "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                              "total_tokens": prompt_tokens + completion_tokens},
-                }).encode()
+                payload = json.dumps(
+                    {
+                        "id": f"chatcmpl-{len(owner.requests)}",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body["model"],
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": owner.answer(body["messages"])},
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": prompt_tokens,
+                            "completion_tokens": completion_tokens,
+                            "total_tokens": prompt_tokens + completion_tokens,
+                        },
+                    }
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
@@ -42,7 +54,7 @@ class LoopbackLLM:
     def api_base(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
-    def __enter__(self) -> "LoopbackLLM":
+    def __enter__(self) -> LoopbackLLM:
         self.thread.start()
         return self
 

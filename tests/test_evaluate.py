@@ -50,9 +50,7 @@ HANG_TIMEOUT_S = 20
 
 def source(name: str) -> str:
     text = (CANDIDATES / f"{name}.py").read_text()
-    return (
-        f"{(CANDIDATES / f'{LEGITIMATE}.py').read_text()}\n\n{text}" if name in APPENDED else text
-    )
+    return f"{(CANDIDATES / f'{LEGITIMATE}.py').read_text()}\n\n{text}" if name in APPENDED else text
 
 
 @pytest.fixture(scope="module")
@@ -68,16 +66,10 @@ def evaluator(make_cpu_evaluator, task: Task) -> Evaluator:
 
 
 @pytest.fixture(scope="module")
-def planted(
-    request, task: Task, evaluator: Evaluator, make_cpu_evaluator
-) -> Iterator[dict[str, Future[EvalResult]]]:
+def planted(request, task: Task, evaluator: Evaluator, make_cpu_evaluator) -> Iterator[dict[str, Future[EvalResult]]]:
     """Candidate name -> its evaluation, started for the candidates of the selected tests."""
     selected = [item.name for item in request.session.items]
-    wanted = [
-        name
-        for name in ("hangs", *BACKGROUND)
-        if any(t.startswith(f"test_{name}") for t in selected)
-    ]
+    wanted = [name for name in ("hangs", *BACKGROUND) if any(t.startswith(f"test_{name}") for t in selected)]
     impatient = make_cpu_evaluator(timeout_s=HANG_TIMEOUT_S)
     with ThreadPoolExecutor(max_workers=2) as pool:
         # The hang goes first: it holds its slot for the whole time limit.
@@ -109,21 +101,13 @@ def test_rmsnorm_cpp_again_loads_its_cached_build(planted, task, evaluator):
 def test_forgets_weight_is_incorrect_naming_the_mismatch(planted):
     result = planted["forgets_weight"].result()
     assert result.verdict == "incorrect"
-    assert (
-        "output differs at" in result.reason
-        and "expected" in result.reason
-        and "seed" in result.reason
-    )
+    assert "output differs at" in result.reason and "expected" in result.reason and "seed" in result.reason
 
 
 def test_cpp_syntax_error_is_a_compile_error_with_the_compilers_message(planted):
     result = planted["cpp_syntax_error"].result()
     assert result.verdict == "compile_error"
-    assert (
-        "CompileError" in result.reason
-        and "kernel.cpp" in result.reason
-        and "error: expected" in result.reason
-    )
+    assert "CompileError" in result.reason and "kernel.cpp" in result.reason and "error: expected" in result.reason
 
 
 def test_python_syntax_error_is_a_compile_error_naming_the_line(planted):

@@ -14,8 +14,14 @@ MESSAGES = [{"role": "user", "content": "write a kernel"}]
 def test_real_http_call_counts_tokens_and_prices_them(monkeypatch):
     monkeypatch.setenv("LOOPBACK_KEY", "loopback-secret")
     with LoopbackLLM(lambda messages: ANSWER) as server:
-        model = LiteLLMModel(name="openai/loopback-coder", api_base=server.api_base, api_key_env="LOOPBACK_KEY",
-                             input_cost_per_token=1e-6, output_cost_per_token=2e-6, num_retries=0)
+        model = LiteLLMModel(
+            name="openai/loopback-coder",
+            api_base=server.api_base,
+            api_key_env="LOOPBACK_KEY",
+            input_cost_per_token=1e-6,
+            output_cost_per_token=2e-6,
+            num_retries=0,
+        )
         model.check_ready()
         completion = model.complete(MESSAGES)
     assert server.requests[0]["path"].endswith("/chat/completions")
@@ -40,11 +46,15 @@ def test_mock_response_prices_a_known_model():
     assert completion.cost_usd > 0
 
 
-@pytest.mark.parametrize("extra", [
-    {"mock_response": "litellm.RateLimitError"},
-    {"mock_response": "litellm.ContextWindowExceededError"},
-    {"mock_response": ANSWER, "mock_timeout": True},
-], ids=["rate_limit", "context_overflow", "timeout"])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"mock_response": "litellm.RateLimitError"},
+        {"mock_response": "litellm.ContextWindowExceededError"},
+        {"mock_response": ANSWER, "mock_timeout": True},
+    ],
+    ids=["rate_limit", "context_overflow", "timeout"],
+)
 def test_provider_failures_become_model_call_errors(extra):
     model = LiteLLMModel(name="openai/gpt-4o", num_retries=0, timeout_s=1, extra=extra)
     with pytest.raises(ModelCallError):

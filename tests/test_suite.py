@@ -10,7 +10,7 @@ import pytest
 from tests.loopback_llm import LoopbackLLM
 
 REPO = Path(__file__).resolve().parents[1]
-RMSNORM_KERNEL = (REPO / "tests" / "candidates" / "rmsnorm_cpp.py")
+RMSNORM_KERNEL = REPO / "tests" / "candidates" / "rmsnorm_cpp.py"
 
 
 def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
@@ -21,8 +21,21 @@ def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
 
 
 def suite(cwd: Path, *options: str, **env: str) -> subprocess.CompletedProcess:
-    return run([sys.executable, "-m", "pytest", str(REPO / "suite"), "-p", "no:cacheprovider",
-                "--override", "evaluate.budget_ms=50", *options], cwd, **env)
+    return run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(REPO / "suite"),
+            "-p",
+            "no:cacheprovider",
+            "--override",
+            "evaluate.budget_ms=50",
+            *options,
+        ],
+        cwd,
+        **env,
+    )
 
 
 def forgebench(cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -49,11 +62,19 @@ def test_mcts_offline_run_prints_a_leaderboard_that_mlflow_reproduces(tmp_path):
 def test_suite_through_a_real_http_provider(tmp_path):
     answer = "```python\n" + RMSNORM_KERNEL.read_text() + "```\n"
     with LoopbackLLM(lambda messages: answer) as server:
-        done = suite(tmp_path, "--agent=oneshot", "--model=openai/loopback-coder", "--tasks=rmsnorm_qwen",
-                     "--override", f"model.api_base={server.api_base}",
-                     "--override", "model.api_key_env=LOOPBACK_KEY",
-                     "--override", "model.input_cost_per_token=0.000001",
-                     LOOPBACK_KEY="loopback-secret")
+        done = suite(
+            tmp_path,
+            "--agent=oneshot",
+            "--model=openai/loopback-coder",
+            "--tasks=rmsnorm_qwen",
+            "--override",
+            f"model.api_base={server.api_base}",
+            "--override",
+            "model.api_key_env=LOOPBACK_KEY",
+            "--override",
+            "model.input_cost_per_token=0.000001",
+            LOOPBACK_KEY="loopback-secret",
+        )
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(server.requests) == 1
     assert "rmsnorm_qwen" in server.requests[0]["body"]["messages"][1]["content"]

@@ -22,8 +22,14 @@ def make_task(root: Path, yaml_text: str, name: str = "demo", reference: str = R
 
 def test_handwritten_tasks_are_discovered_with_their_metadata():
     tasks = {t.id: t for t in discover()}
-    assert {"softmax_rows", "rmsnorm_qwen", "groupnorm_sd_vae", "layernorm_sd3", "gelu_tanh_sd3",
-            "silu_and_mul_qwen"} <= set(tasks)
+    assert {
+        "softmax_rows",
+        "rmsnorm_qwen",
+        "groupnorm_sd_vae",
+        "layernorm_sd3",
+        "gelu_tanh_sd3",
+        "silu_and_mul_qwen",
+    } <= set(tasks)
     assert tasks["rmsnorm_qwen"].operator == "rms_norm"
     assert tasks["rmsnorm_qwen"].bytes_moved > 0
 
@@ -55,14 +61,18 @@ def test_unknown_pattern_says_how_to_list_tasks():
         select("no_such_task")
 
 
-@pytest.mark.parametrize("yaml_text, expected", [
-    ("id: demo\noperator: [unclosed", "not valid YAML at line"),
-    ("operator: aten._softmax\n", "field 'id' is missing"),
-    ("id: demo\noperator: softmax\ncall_count: many\n", "field 'call_count' is 'many'; write a whole number there"),
-    ("id: other\noperator: softmax\n", "folder is 'demo'"),
-    ("id: demo\noperator: softmax\nshape: [1]\n", "unknown field 'shape'"),
-    ("- just\n- a list\n", "must be a mapping"),
-], ids=["yaml_syntax", "missing_id", "wrong_type", "id_mismatch", "unknown_field", "not_mapping"])
+@pytest.mark.parametrize(
+    "yaml_text, expected",
+    [
+        ("id: demo\noperator: [unclosed", "not valid YAML at line"),
+        ("operator: aten._softmax\n", "field 'id' is missing"),
+        ("id: demo\noperator: softmax\ncall_count: many\n", "field 'call_count' is 'many'; write a whole number there"),
+        ("id: other\noperator: softmax\n", "folder is 'demo'"),
+        ("id: demo\noperator: softmax\nshape: [1]\n", "unknown field 'shape'"),
+        ("- just\n- a list\n", "must be a mapping"),
+    ],
+    ids=["yaml_syntax", "missing_id", "wrong_type", "id_mismatch", "unknown_field", "not_mapping"],
+)
 def test_broken_task_yaml_names_file_and_field(tmp_path, yaml_text, expected):
     folder = make_task(tmp_path, yaml_text)
     with pytest.raises(ForgeBenchError, match=expected) as info:

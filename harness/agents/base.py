@@ -88,7 +88,10 @@ def expand(ctx: AgentContext, action: str, parent: Node | None) -> Node:
     """One round: build the prompt, ask the model, evaluate its code, persist the node."""
     started = time.monotonic()
     messages = build_messages(
-        ctx.task, ctx.platform, action, attempts_for_prompt(ctx.tree),
+        ctx.task,
+        ctx.platform,
+        action,
+        attempts_for_prompt(ctx.tree),
         parent_source=parent.source if parent else None,
         parent_result=parent.outcome() if parent else "",
     )
@@ -97,15 +100,24 @@ def expand(ctx: AgentContext, action: str, parent: Node | None) -> Node:
         prompt_id, completion = ask(ctx, node_id, messages)
     except ModelCallError as exc:
         # The round is spent and recorded; the strategy decides whether to go on.
-        prompt_id, completion = "", Completion(f"model call failed: {exc}", ctx.model.name, 0, 0, 0.0,
-                                               time.monotonic() - started)
+        prompt_id, completion = (
+            "",
+            Completion(f"model call failed: {exc}", ctx.model.name, 0, 0, 0.0, time.monotonic() - started),
+        )
     source = extract_code(completion.text)
     result = ctx.evaluator.evaluate(ctx.task, source) if source else None
     node = Node(
-        id=node_id, parent_id=parent.id if parent else None, action=action,
-        prompt_id=prompt_id, response_id=f"response-{prompt_id}", source=source, result=result,
-        cost_usd=completion.cost_usd, tokens_in=completion.tokens_in,
-        tokens_out=completion.tokens_out, wall_s=time.monotonic() - started,
+        id=node_id,
+        parent_id=parent.id if parent else None,
+        action=action,
+        prompt_id=prompt_id,
+        response_id=f"response-{prompt_id}",
+        source=source,
+        result=result,
+        cost_usd=completion.cost_usd,
+        tokens_in=completion.tokens_in,
+        tokens_out=completion.tokens_out,
+        wall_s=time.monotonic() - started,
         note="" if source else "no code block in the answer: " + completion.text.strip()[:300],
     )
     return ctx.tree.add(node)

@@ -69,5 +69,6 @@ class MCTS:
             if (widen and here) or not usable:
                 return current if here else None
             log_n = math.log(max(visits[key], 1))
-            current = max(usable, key=lambda c: value[c.id] / visits[c.id]
-                          + self.exploration * math.sqrt(log_n / visits[c.id]))
+            current = max(
+                usable, key=lambda c: value[c.id] / visits[c.id] + self.exploration * math.sqrt(log_n / visits[c.id])
+            )

@@ -47,7 +47,7 @@ class Node:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Node":
+    def from_dict(cls, data: dict) -> Node:
         result = EvalResult.from_dict(data["result"]) if data.get("result") else None
         return cls(**{**data, "result": result})
 

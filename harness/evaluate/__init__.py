@@ -18,7 +18,7 @@ from harness.evaluate.sandbox import ZygotePool, check_reachable_by_worker, desc
 from harness.platforms.base import Platform
 from harness.tasks import Task
 
-__all__ = ["EvalResult", "Evaluator", "EvalSettings"]
+__all__ = ["EvalResult", "EvalSettings", "Evaluator"]
 
 
 @dataclass
@@ -63,11 +63,17 @@ class Evaluator:
         folder.mkdir(parents=True, exist_ok=True)
         s = self.settings
         request = {
-            "mode": mode, "reference_path": str(task.reference_path), "device": self.platform.device,
-            "init_seed": s.init_seed, "check_seeds": s.check_seeds, "timing_seeds": s.timing_seeds,
+            "mode": mode,
+            "reference_path": str(task.reference_path),
+            "device": self.platform.device,
+            "init_seed": s.init_seed,
+            "check_seeds": s.check_seeds,
+            "timing_seeds": s.timing_seeds,
             "timing": {"budget_ms": s.budget_ms, "warmup_ms": s.warmup_ms},
-            "baselines": self.platform.baselines, "outputs_path": str(folder / "outputs.pt"),
-            "result_path": str(folder / "result.json"), **extra,
+            "baselines": self.platform.baselines,
+            "outputs_path": str(folder / "outputs.pt"),
+            "result_path": str(folder / "result.json"),
+            **extra,
         }
         path = folder / "request.json"
         path.write_text(json.dumps(request, indent=1))
@@ -76,8 +82,9 @@ class Evaluator:
     def _run(self, request: Path, folder: Path) -> tuple[dict | None, str]:
         s = self.settings
         memory_gb = s.memory_gb if self.platform.limit_address_space else None
-        env = prepare_workdir(folder, self.platform.worker_env(self.cache_dir),
-                              list(self.platform.cache_dirs(self.cache_dir).values()))
+        env = prepare_workdir(
+            folder, self.platform.worker_env(self.cache_dir), list(self.platform.cache_dirs(self.cache_dir).values())
+        )
         exit_ = self._workers.run(request, folder, s.timeout_s, memory_gb, env, self.platform.drop_privileges)
         # What a worker wrote (outputs that pass the checks) is closed to every later worker.
         folder.chmod(0o700)
@@ -100,8 +107,9 @@ class Evaluator:
             record, failure = self._run(request, folder)
             if record is None or record.get("verdict") != "correct":
                 reason = failure or record.get("reason", "")
-                raise ForgeBenchError(f"task '{task.id}': its reference did not run ({reason}); "
-                                      f"fix {task.reference_path}.")
+                raise ForgeBenchError(
+                    f"task '{task.id}': its reference did not run ({reason}); fix {task.reference_path}."
+                )
             if "ceilings" in record:
                 self._ceilings_path.parent.mkdir(parents=True, exist_ok=True)
                 self._ceilings_path.write_text(json.dumps({**record["ceilings"], "env": record["env"]}))
@@ -126,22 +134,33 @@ class Evaluator:
                 result = self._judge(task, record, reference, folder)
             except (OSError, RuntimeError, KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
                 # The candidate shares its worker's process and can leave a forged or torn record.
-                result = EvalResult(task.id, self.platform.name, "crash",
-                                    reason=f"the worker's record is unusable ({type(exc).__name__}: {exc})")
+                result = EvalResult(
+                    task.id,
+                    self.platform.name,
+                    "crash",
+                    reason=f"the worker's record is unusable ({type(exc).__name__}: {exc})",
+                )
         result.phases["wall_s"] = time.perf_counter() - started
         return result
 
     def _judge(self, task: Task, record: dict, reference: _Reference, folder: Path) -> EvalResult:
-        result = EvalResult(task.id, self.platform.name, record["verdict"], reason=record.get("reason", ""),
-                            baselines={**record.get("baselines", {}), **reference.baselines},
-                            phases=record.get("phases", {}), env=record.get("env", {}),
-                            cached_build=record.get("cached_build", False))
+        result = EvalResult(
+            task.id,
+            self.platform.name,
+            record["verdict"],
+            reason=record.get("reason", ""),
+            baselines={**record.get("baselines", {}), **reference.baselines},
+            phases=record.get("phases", {}),
+            env=record.get("env", {}),
+            cached_build=record.get("cached_build", False),
+        )
         if not result.correct:
             return result
         actual = torch.load(folder / "outputs.pt", weights_only=True)
         # The last output is the call after timing, on the first check seed's contents.
         checks = list(zip(self.settings.check_seeds, reference.outputs, actual)) + [
-            ("after timing", reference.outputs[0], actual[-1])]
+            ("after timing", reference.outputs[0], actual[-1])
+        ]
         for seed, want, got in checks:
             mismatch = compare(want, got, task.tolerance)
             if mismatch:
@@ -160,7 +179,9 @@ class Evaluator:
             result.sol_fraction = floor / result.time_ms
             if result.sol_fraction > self.platform.max_sol_fraction:
                 result.verdict = "rejected"
-                result.reason = (f"its time {result.time_ms:.4g} ms is below this device's floor of {floor:.4g} ms "
-                                 f"for the task's bytes and FLOPs ({result.sol_fraction:.1f}x the measured "
-                                 "ceiling): the timing cannot be honest")
+                result.reason = (
+                    f"its time {result.time_ms:.4g} ms is below this device's floor of {floor:.4g} ms "
+                    f"for the task's bytes and FLOPs ({result.sol_fraction:.1f}x the measured "
+                    "ceiling): the timing cannot be honest"
+                )
         return result

@@ -20,12 +20,61 @@ DEFAULT_TOLERANCE: dict[torch.dtype, tuple[float, float]] = {  # (atol, rtol)
 # ATen ops a candidate may call itself: allocation, views, copies and metadata. Anything else
 # is PyTorch doing the computation the candidate was asked to write.
 ALLOWED_OPS = frozenset(
-    """empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like ones ones_like full
-    full_like fill_ zero_ new_zeros new_ones new_full detach alias view _unsafe_view reshape
-    as_strided t transpose permute squeeze unsqueeze expand flatten unflatten select slice split chunk
-    narrow contiguous clone copy_ _to_copy to lift_fresh unbind view_as_real view_as_complex
-    _reshape_alias resize_ set_ is_same_size sym_size sym_stride sym_numel sym_storage_offset
-    _local_scalar_dense""".split()
+    [
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "zeros",
+        "zeros_like",
+        "ones",
+        "ones_like",
+        "full",
+        "full_like",
+        "fill_",
+        "zero_",
+        "new_zeros",
+        "new_ones",
+        "new_full",
+        "detach",
+        "alias",
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "as_strided",
+        "t",
+        "transpose",
+        "permute",
+        "squeeze",
+        "unsqueeze",
+        "expand",
+        "flatten",
+        "unflatten",
+        "select",
+        "slice",
+        "split",
+        "chunk",
+        "narrow",
+        "contiguous",
+        "clone",
+        "copy_",
+        "_to_copy",
+        "to",
+        "lift_fresh",
+        "unbind",
+        "view_as_real",
+        "view_as_complex",
+        "_reshape_alias",
+        "resize_",
+        "set_",
+        "is_same_size",
+        "sym_size",
+        "sym_stride",
+        "sym_numel",
+        "sym_storage_offset",
+        "_local_scalar_dense",
+    ]
 )
 
 
@@ -88,8 +137,10 @@ def near_constant(outputs: list[object], tolerance: dict | None = None) -> str |
         values = t.detach().double()
         if values.numel() > 1 and float(values.max() - values.min()) > 2 * atol:
             return None
-    return ("the task's reference output is nearly constant (all values within twice the tolerance), so a "
-            "kernel returning a constant would pass; nothing can be called correct until the task's inputs change")
+    return (
+        "the task's reference output is nearly constant (all values within twice the tolerance), so a "
+        "kernel returning a constant would pass; nothing can be called correct until the task's inputs change"
+    )
 
 
 def mutated_inputs(before: list[object], after: list[object]) -> str | None:

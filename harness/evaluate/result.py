@@ -39,7 +39,7 @@ class EvalResult:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "EvalResult":
+    def from_dict(cls, data: dict[str, Any]) -> EvalResult:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
 

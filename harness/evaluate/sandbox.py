@@ -17,8 +17,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # Only these variables reach a worker: nothing that could hold a credential.
-PASSED_ENV = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CC", "CXX", "OMP_NUM_THREADS",
-              "PYTHONPATH", "VIRTUAL_ENV", "TRITON_INTERPRET", "LD_LIBRARY_PATH")
+PASSED_ENV = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_HOME",
+    "CC",
+    "CXX",
+    "OMP_NUM_THREADS",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "TRITON_INTERPRET",
+    "LD_LIBRARY_PATH",
+)
 NOBODY = 65534
 
 
@@ -48,7 +60,8 @@ def check_reachable_by_worker(folder: Path) -> None:
     for parent in [folder, *folder.parents]:
         if not parent.stat().st_mode & 0o001:
             raise ForgeBenchError(
-                f"the unprivileged worker (user nobody) cannot enter {parent} (mode {parent.stat().st_mode & 0o777:o}), "
+                f"the unprivileged worker (user nobody) cannot enter {parent} "
+                f"(mode {parent.stat().st_mode & 0o777:o}), "
                 f"which holds {folder}; run from a folder others may enter, or set platform.drop_privileges=false."
             )
 
@@ -75,8 +88,11 @@ class _Zygote:
         self.lock = threading.Lock()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "harness.evaluate.zygote", *preload],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**base_env(), "PYTHONUNBUFFERED": "1"},
-            text=True, start_new_session=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env={**base_env(), "PYTHONUNBUFFERED": "1"},
+            text=True,
+            start_new_session=True,
         )
         ready = self.proc.stdout.readline()
         if not ready.strip().startswith('{"ready"'):
@@ -120,12 +136,25 @@ class ZygotePool:
             self._zygotes.append(zygote)
             return zygote
 
-    def run(self, request_path: Path, workdir: Path, timeout_s: float, memory_gb: float | None,
-            env: dict[str, str], drop_privileges: bool) -> WorkerExit:
+    def run(
+        self,
+        request_path: Path,
+        workdir: Path,
+        timeout_s: float,
+        memory_gb: float | None,
+        env: dict[str, str],
+        drop_privileges: bool,
+    ) -> WorkerExit:
         log_path = workdir / "worker.log"
-        job = {"request_path": str(request_path), "workdir": str(workdir), "log_path": str(log_path),
-               "timeout_s": timeout_s, "memory_bytes": int(memory_gb * 2**30) if memory_gb else None,
-               "env": env, "drop_privileges": drop_privileges}
+        job = {
+            "request_path": str(request_path),
+            "workdir": str(workdir),
+            "log_path": str(log_path),
+            "timeout_s": timeout_s,
+            "memory_bytes": int(memory_gb * 2**30) if memory_gb else None,
+            "env": env,
+            "drop_privileges": drop_privileges,
+        }
         zygote = self._acquire()
         try:
             answer = zygote.run(job)

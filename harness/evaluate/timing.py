@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -47,7 +48,7 @@ def load_into(working: Sequence[Any], source: Sequence[Any], roll: int = 0) -> N
         if k and w.is_contiguous() and s.is_contiguous():
             flat_w, flat_s = w.view(-1), s.reshape(-1)
             flat_w[: flat_w.numel() - k].copy_(flat_s[k:])
-            flat_w[flat_w.numel() - k:].copy_(flat_s[:k])
+            flat_w[flat_w.numel() - k :].copy_(flat_s[:k])
         else:
             w.copy_(s)
 
@@ -56,8 +57,9 @@ class _Runner:
     """Calls fn on the working inputs, refreshed before every call from the next input set rotated
     by the call count, so a result cached by address or by a sample of the contents never hits."""
 
-    def __init__(self, fn: Callable[..., object], input_sets: Sequence[Sequence[Any]], working: list[Any],
-                 device: torch.device):
+    def __init__(
+        self, fn: Callable[..., object], input_sets: Sequence[Sequence[Any]], working: list[Any], device: torch.device
+    ):
         self.fn, self.input_sets, self.working, self.device = fn, input_sets, working, device
         self.calls = 0
         self.flush = torch.empty(_L2_FLUSH_BYTES, dtype=torch.uint8, device=device) if device.type == "cuda" else None
@@ -89,9 +91,16 @@ class _Runner:
         return [s.elapsed_time(e) for s, e in pairs]
 
 
-def measure(fn: Callable[..., object], input_sets: Sequence[Sequence[Any]], device: torch.device,
-            budget_ms: float = 500.0, warmup_ms: float = 50.0, min_runs: int = 5, max_runs: int = 1000,
-            working: list[Any] | None = None) -> Timing:
+def measure(
+    fn: Callable[..., object],
+    input_sets: Sequence[Sequence[Any]],
+    device: torch.device,
+    budget_ms: float = 500.0,
+    warmup_ms: float = 50.0,
+    min_runs: int = 5,
+    max_runs: int = 1000,
+    working: list[Any] | None = None,
+) -> Timing:
     """Median time of fn over enough calls to fill budget_ms; inputs live in `working` (a clone of
     the first set unless given) and take the next set's contents before each call."""
     if not input_sets:
@@ -102,11 +111,13 @@ def measure(fn: Callable[..., object], input_sets: Sequence[Sequence[Any]], devi
     estimate = max(statistics.median(runner.run(3)), 1e-3)
     runs = max(min_runs, min(max_runs, int(budget_ms / estimate)))
     samples = sorted(runner.run(runs))
-    quantile = lambda q: samples[min(len(samples) - 1, int(q * len(samples)))]  # noqa: E731
+    quantile = lambda q: samples[min(len(samples) - 1, int(q * len(samples)))]
     return Timing(statistics.median(samples), quantile(0.2), quantile(0.8), runs)
 
 
-def device_wall_ms(fn: Callable[..., object], inputs: Sequence[Any], device: torch.device, calls: int = 20) -> tuple[float, float]:
+def device_wall_ms(
+    fn: Callable[..., object], inputs: Sequence[Any], device: torch.device, calls: int = 20
+) -> tuple[float, float]:
     """Host time per call to launch `calls` calls, and wall time per call until the whole device is
     idle: work that escapes the timed stream shows as the second far above the event time."""
     sync = _cuda_synchronize if device.type == "cuda" else (lambda: None)

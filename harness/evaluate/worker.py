@@ -6,9 +6,6 @@ process's exit is read by the parent (sandbox.py) as a verdict, never as a harne
 
 from __future__ import annotations
 
-# Bind the clocks before anything a candidate can touch is imported.
-from harness.evaluate import timing  # noqa: I001
-
 import json
 import sys
 import time
@@ -18,8 +15,10 @@ from typing import Any
 
 import torch
 
-from harness.platforms import build_cache
+# Bind the clocks before anything a candidate can touch is imported.
+from harness.evaluate import timing
 from harness.evaluate.checks import OpRecorder, forbidden_ops, mutated_inputs
+from harness.platforms import build_cache
 from harness.tasks import load_reference_module
 
 
@@ -32,7 +31,7 @@ class Verdict(Exception):
 
 
 def _trim(text: str, limit: int = 2000) -> str:
-    return text if len(text) <= limit else text[: limit // 2] + "\n...\n" + text[-limit // 2:]
+    return text if len(text) <= limit else text[: limit // 2] + "\n...\n" + text[-limit // 2 :]
 
 
 def _to_device(value: Any, device: torch.device) -> Any:
@@ -128,16 +127,20 @@ def _escaped_work(model, inputs: list[Any], device: torch.device, event_ms: floa
     if device.type == "cuda":
         host_ms, wall_ms = timing.device_wall_ms(model, inputs, device)
         if wall_ms > 1.5 * max(event_ms, host_ms) + 0.02:
-            return (f"each call keeps the GPU busy {wall_ms:.3g} ms but its own stream only {event_ms:.3g} ms; "
-                    "work left running on other streams when forward returns is not allowed")
+            return (
+                f"each call keeps the GPU busy {wall_ms:.3g} ms but its own stream only {event_ms:.3g} ms; "
+                "work left running on other streams when forward returns is not allowed"
+            )
         return None
     model(*inputs)
     before = time.process_time()
     time.sleep(0.1)
     busy_ms = (time.process_time() - before) * 1e3
     if busy_ms > 20:
-        return (f"the process used {busy_ms:.0f} ms of CPU in the 100 ms after forward returned; "
-                "work must finish inside forward")
+        return (
+            f"the process used {busy_ms:.0f} ms of CPU in the 100 ms after forward returned; "
+            "work must finish inside forward"
+        )
     return None
 
 
@@ -155,8 +158,11 @@ def _check_candidate(model, reference, request: dict, device: torch.device, work
         model(*working)
     forbidden = forbidden_ops(recorder.ops)
     if forbidden:
-        raise Verdict("rejected", f"forward calls PyTorch compute ops ({', '.join('aten.' + op for op in forbidden[:5])});"
-                                  " the computation must be the candidate's own kernels")
+        raise Verdict(
+            "rejected",
+            f"forward calls PyTorch compute ops ({', '.join('aten.' + op for op in forbidden[:5])});"
+            " the computation must be the candidate's own kernels",
+        )
     return outputs
 
 
@@ -199,9 +205,14 @@ def run_candidate(request: dict, device: torch.device, reference) -> dict:
         raise Verdict("runtime_error", _trim(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-3)}")) from exc
     torch.save(outputs, request["outputs_path"])
     builds = build_cache.BUILDS
-    return {"verdict": "correct", "cached_build": bool(builds) and all(b.cached for b in builds),
-            "time_ms": measured.median_ms, "timing": measured.to_dict(), "baselines": {"eager_ms": eager_ms},
-            "phases": phases}
+    return {
+        "verdict": "correct",
+        "cached_build": bool(builds) and all(b.cached for b in builds),
+        "time_ms": measured.median_ms,
+        "timing": measured.to_dict(),
+        "baselines": {"eager_ms": eager_ms},
+        "phases": phases,
+    }
 
 
 def environment(device: torch.device) -> dict[str, Any]:

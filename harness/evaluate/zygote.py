@@ -46,7 +46,7 @@ def _run_child(job: dict) -> None:
         from harness.evaluate import worker
 
         code = worker.main(job["request_path"])
-    except BaseException:  # noqa: BLE001 (the child must always leave through os._exit)
+    except BaseException:
         import traceback
 
         traceback.print_exc()

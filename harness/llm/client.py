@@ -28,11 +28,16 @@ class LiteLLMModel:
 
         litellm.suppress_debug_info = True
         if self.input_cost_per_token is not None:
-            litellm.register_model({self.name: {
-                "input_cost_per_token": self.input_cost_per_token,
-                "output_cost_per_token": self.output_cost_per_token or 0.0,
-                "litellm_provider": self.name.split("/", 1)[0], "mode": "chat",
-            }})
+            litellm.register_model(
+                {
+                    self.name: {
+                        "input_cost_per_token": self.input_cost_per_token,
+                        "output_cost_per_token": self.output_cost_per_token or 0.0,
+                        "litellm_provider": self.name.split("/", 1)[0],
+                        "mode": "chat",
+                    }
+                }
+            )
         return litellm
 
     def _api_key(self) -> str | None:
@@ -61,13 +66,24 @@ class LiteLLMModel:
         started = time.monotonic()
         try:
             response = litellm.completion(
-                model=self.name, messages=messages, api_base=self.api_base, api_key=self._api_key(),
-                temperature=self.temperature, max_tokens=self.max_tokens, timeout=self.timeout_s,
-                num_retries=self.num_retries, **self.extra,
+                model=self.name,
+                messages=messages,
+                api_base=self.api_base,
+                api_key=self._api_key(),
+                temperature=self.temperature,
+                max_tokens=self.max_tokens,
+                timeout=self.timeout_s,
+                num_retries=self.num_retries,
+                **self.extra,
             )
-        except (litellm.exceptions.APIError, litellm.exceptions.APIConnectionError, litellm.exceptions.Timeout,
-                litellm.exceptions.RateLimitError, litellm.exceptions.BadRequestError,
-                litellm.exceptions.AuthenticationError) as exc:
+        except (
+            litellm.exceptions.APIError,
+            litellm.exceptions.APIConnectionError,
+            litellm.exceptions.Timeout,
+            litellm.exceptions.RateLimitError,
+            litellm.exceptions.BadRequestError,
+            litellm.exceptions.AuthenticationError,
+        ) as exc:
             raise ModelCallError(f"{type(exc).__name__}: {str(exc)[:300]}") from exc
         usage = getattr(response, "usage", None)
         try:
@@ -75,7 +91,10 @@ class LiteLLMModel:
         except Exception:  # litellm raises a bare Exception for models missing from its price map
             cost = 0.0
         return Completion(
-            text=response.choices[0].message.content or "", model=self.name,
-            tokens_in=getattr(usage, "prompt_tokens", 0) or 0, tokens_out=getattr(usage, "completion_tokens", 0) or 0,
-            cost_usd=cost, latency_s=time.monotonic() - started,
+            text=response.choices[0].message.content or "",
+            model=self.name,
+            tokens_in=getattr(usage, "prompt_tokens", 0) or 0,
+            tokens_out=getattr(usage, "completion_tokens", 0) or 0,
+            cost_usd=cost,
+            latency_s=time.monotonic() - started,
         )

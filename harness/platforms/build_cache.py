@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # Every build in this process, so the worker can report whether the candidate's build was cached.
-BUILDS: list["Build"] = []
+BUILDS: list[Build] = []
 
 
 @dataclass(frozen=True)

@@ -56,5 +56,3 @@ def ptr(tensor: torch.Tensor) -> ctypes.c_void_p:
     if not tensor.is_contiguous():
         raise ValueError("ptr() needs a contiguous tensor; call .contiguous() first")
     return ctypes.c_void_p(tensor.data_ptr())
-
-

@@ -23,12 +23,18 @@ def _template(name: str) -> Template:
 
 def task_section(task: Task, platform: Platform) -> str:
     sig = signature(task)
-    roofline = (f"{task.bytes_moved:.0f} bytes moved, {task.flops:.0f} FLOPs"
-                if task.bytes_moved and task.flops else "unknown")
+    roofline = (
+        f"{task.bytes_moved:.0f} bytes moved, {task.flops:.0f} FLOPs" if task.bytes_moved and task.flops else "unknown"
+    )
     return _template("task").substitute(
-        task_id=task.id, operator=task.operator or sig.operator, aten_ops=", ".join(sig.aten_ops) or "unknown",
-        input_shapes=sig.input_shapes, input_dtypes="[" + ", ".join(sig.input_dtypes) + "]",
-        init_inputs=sig.init_inputs, platform=platform.name, roofline=roofline,
+        task_id=task.id,
+        operator=task.operator or sig.operator,
+        aten_ops=", ".join(sig.aten_ops) or "unknown",
+        input_shapes=sig.input_shapes,
+        input_dtypes="[" + ", ".join(sig.input_dtypes) + "]",
+        init_inputs=sig.init_inputs,
+        platform=platform.name,
+        roofline=roofline,
         reference=task.reference_source.strip(),
     )
 
@@ -47,15 +53,27 @@ def attempts_section(attempts: list[tuple[str | None, str]]) -> str:
     return "\n## Earlier attempts (do not repeat these)\n" + "\n".join(lines) + "\n"
 
 
-def build_messages(task: Task, platform: Platform, action: str, attempts: list[tuple[str | None, str]],
-                   parent_source: str | None = None, parent_result: str = "") -> list[dict[str, str]]:
+def build_messages(
+    task: Task,
+    platform: Platform,
+    action: str,
+    attempts: list[tuple[str | None, str]],
+    parent_source: str | None = None,
+    parent_result: str = "",
+) -> list[dict[str, str]]:
     """The exact chat a model sees for one expansion; rebuilt from the tree, it is the same."""
-    fields = {"task": task_section(task, platform), "platform_notes": platform.prompt_notes().strip(),
-              "attempts": attempts_section(attempts)}
+    fields = {
+        "task": task_section(task, platform),
+        "platform_notes": platform.prompt_notes().strip(),
+        "attempts": attempts_section(attempts),
+    }
     if action == "new":
         user = _template("new").substitute(fields)
     else:
-        user = _template("refine").substitute(fields, parent_source=(parent_source or "").strip(),
-                                              parent_result=parent_result, instruction=INSTRUCTIONS[action])
-    return [{"role": "system", "content": _template("system").template.strip()},
-            {"role": "user", "content": user}]
+        user = _template("refine").substitute(
+            fields,
+            parent_source=(parent_source or "").strip(),
+            parent_result=parent_result,
+            instruction=INSTRUCTIONS[action],
+        )
+    return [{"role": "system", "content": _template("system").template.strip()}, {"role": "user", "content": user}]

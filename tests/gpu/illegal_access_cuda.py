@@ -4,9 +4,12 @@ import torch.nn as nn
 
 from harness.platforms.cuda import compile_cuda
 
-kernel = compile_cuda(r"""
+kernel = compile_cuda(
+    r"""
 extern "C" __global__ void bad(float* y) { y[(long)1 << 40] = 1.0f; }
-""", "bad")
+""",
+    "bad",
+)
 
 
 class ModelNew(nn.Module):

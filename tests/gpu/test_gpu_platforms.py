@@ -62,10 +62,14 @@ def test_illegal_memory_access_is_a_crash_and_the_next_candidate_runs(cuda):
 
 def test_work_left_on_a_side_stream_is_not_correct(cuda):
     launch = "kernel(grid=(rows, 1, 1), block=(512, 1, 1), args=[x, y, cols])"
-    source = candidate("softmax_cuda.py").replace(
-        "kernel = compile_cuda(SOURCE, \"softmax_rows\")",
-        "kernel = compile_cuda(SOURCE, \"softmax_rows\")\nside = torch.cuda.Stream()",
-    ).replace(launch, launch[:-1] + ", stream=side)")
+    source = (
+        candidate("softmax_cuda.py")
+        .replace(
+            'kernel = compile_cuda(SOURCE, "softmax_rows")',
+            'kernel = compile_cuda(SOURCE, "softmax_rows")\nside = torch.cuda.Stream()',
+        )
+        .replace(launch, launch[:-1] + ", stream=side)")
+    )
     assert "stream=side" in source
     result = cuda.evaluate(resolve_one("softmax_fp16_attn"), source)
     assert result.verdict in ("rejected", "incorrect"), result.to_json()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from harness.platforms.cuda import CudaPlatform
 
 
@@ -15,5 +13,3 @@ class TritonPlatform(CudaPlatform):
             return "platform 'triton' needs the triton package; install it beside torch (pip install triton)."
         return super().unavailable_reason()
 
-    def cache_dirs(self, cache_dir: Path) -> dict[str, Path]:
-        return {**super().cache_dirs(cache_dir), "TRITON_CACHE_DIR": cache_dir / "triton"}

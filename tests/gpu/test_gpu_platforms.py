@@ -1,5 +1,6 @@
 """The cuda and triton platforms on a real GPU: legitimate kernels pass, planted faults get verdicts."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ from harness.tasks import resolve_one
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU (runs on the H200)")
 
 HERE = Path(__file__).parent
+# Whether workers run as nobody here: the GPU image may not let other users open the device.
+DROP_PRIVILEGES = os.environ.get("FORGEBENCH_GPU_AS_NOBODY", "1") == "1"
 SETTINGS = EvalSettings(timeout_s=180, budget_ms=100, warmup_ms=20)
 
 
@@ -24,7 +27,9 @@ def candidate(name: str) -> str:
 def cuda(tmp_path_factory):
     root = tmp_path_factory.mktemp("cuda")
     root.chmod(0o711)
-    platform = CudaPlatform("cuda", "cuda", "CUDA C++", baselines=["eager"], limit_address_space=False)
+    platform = CudaPlatform(
+        "cuda", "cuda", "CUDA C++", baselines=["eager"], limit_address_space=False, drop_privileges=DROP_PRIVILEGES
+    )
     return Evaluator(platform, SETTINGS, root / "work", root / "cache")
 
 
@@ -32,7 +37,9 @@ def cuda(tmp_path_factory):
 def triton(tmp_path_factory):
     root = tmp_path_factory.mktemp("triton")
     root.chmod(0o711)
-    platform = TritonPlatform("triton", "cuda", "Triton", baselines=["eager"], limit_address_space=False)
+    platform = TritonPlatform(
+        "triton", "cuda", "Triton", baselines=["eager"], limit_address_space=False, drop_privileges=DROP_PRIVILEGES
+    )
     return Evaluator(platform, SETTINGS, root / "work", root / "cache")
 
 

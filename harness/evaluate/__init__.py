@@ -156,6 +156,7 @@ class Evaluator:
         )
         if not result.correct:
             return result
+        started = time.perf_counter()
         actual = torch.load(folder / "outputs.pt", weights_only=True)
         # The last output is the call after timing, on the first check seed's contents.
         checks = list(zip(self.settings.check_seeds, reference.outputs, actual)) + [
@@ -166,6 +167,7 @@ class Evaluator:
             if mismatch:
                 result.verdict, result.reason = "incorrect", f"{mismatch.reason} (input seed {seed})"
                 return result
+        result.phases["compare_s"] = time.perf_counter() - started
         if reference.degenerate:
             result.verdict, result.reason = "rejected", reference.degenerate
             return result

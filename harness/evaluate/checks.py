@@ -111,15 +111,17 @@ def compare(expected: object, actual: object, tolerance: dict | None = None) -> 
             return Mismatch(f"{label} has shape {tuple(g.shape)}; expected {tuple(w.shape)}")
         if g.dtype != w.dtype:
             return Mismatch(f"{label} has dtype {g.dtype}; expected {w.dtype}")
-        g, w = g.detach().cpu(), w.detach().cpu()
-        atol, rtol = tolerance_for(w.dtype, tolerance)
+        # fp16/bf16/fp32 widen to fp32 exactly; tolerances are far above fp32 rounding.
+        wide = torch.float64 if w.dtype == torch.float64 else torch.float32
+        g, w = g.detach().cpu().to(wide), w.detach().cpu().to(wide)
+        atol, rtol = tolerance_for(want[i].dtype, tolerance)
         if not torch.isfinite(g).all() and torch.isfinite(w).all():
             return Mismatch(f"{label} holds NaN or Inf where the reference is finite")
-        if not torch.allclose(g.double(), w.double(), atol=atol, rtol=rtol, equal_nan=True):
-            err = (g.double() - w.double()).abs()
+        if not torch.allclose(g, w, atol=atol, rtol=rtol, equal_nan=True):
+            err = (g - w).abs()
             worst = int(err.nan_to_num(float("inf")).argmax())
             index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), w.shape))
-            bad = int((err > atol + rtol * w.double().abs()).sum())
+            bad = int((err > atol + rtol * w.abs()).sum())
             return Mismatch(
                 f"{label} differs at {bad} of {w.numel()} elements (atol={atol:g}, rtol={rtol:g}); "
                 f"worst at {list(index)}: got {g.reshape(-1)[worst].item():.6g}, "

@@ -203,7 +203,9 @@ def run_candidate(request: dict, device: torch.device, reference) -> dict:
         raise
     except Exception as exc:
         raise Verdict("runtime_error", _trim(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-3)}")) from exc
+    start = clock()
     torch.save(outputs, request["outputs_path"])
+    phases["save_s"] = clock() - start
     builds = build_cache.BUILDS
     return {
         "verdict": "correct",

@@ -76,7 +76,7 @@ def ask(ctx: AgentContext, node_id: int, messages: list[dict[str, str]]) -> tupl
     return prompt_id, completion
 
 
-def attempts_for_prompt(tree: SearchTree, limit: int = 8) -> list[tuple[str | None, str]]:
+def attempts_for_prompt(tree: SearchTree, limit: int = 30) -> list[tuple[str | None, str]]:
     """Failed and recent attempts, shown to the model so it does not repeat them."""
     failed = [n for n in tree.nodes if not n.correct]
     recent = tree.nodes[-limit:]

@@ -108,7 +108,8 @@ class Evaluator:
             if record is None or record.get("verdict") != "correct":
                 reason = failure or record.get("reason", "")
                 raise ForgeBenchError(
-                    f"task '{task.id}': its reference did not run ({reason}); fix {task.reference_path}."
+                    f"task '{task.id}': its reference worker failed ({reason}); if the reason lies in the "
+                    f"reference, fix {task.reference_path}."
                 )
             if "ceilings" in record:
                 self._ceilings_path.parent.mkdir(parents=True, exist_ok=True)

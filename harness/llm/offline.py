@@ -33,7 +33,8 @@ class Family:
 
     name: str
     template: str
-    space: dict[str, tuple[Any, ...]]  # ordered; the first value of every choice is the default
+    # Choices ordered by how much changing them tends to pay; the first value of each is the default.
+    space: dict[str, tuple[Any, ...]]
     fixed: dict[str, str] = field(default_factory=dict)  # template values the task decides
     init: str = "none"  # constructor the template's ModelNew takes: none | hidden | groups
     parameters: tuple[str, ...] = ()  # nn.Parameter names the reference must register
@@ -44,10 +45,11 @@ class Family:
         return tuple(values[0] for values in self.space.values())
 
     def points(self) -> list[Point]:
-        return list(itertools.product(*self.space.values()))
+        """The whole space, the first choice varying fastest, so early points change what pays most."""
+        return [p[::-1] for p in itertools.product(*reversed(self.space.values()))]
 
     def neighbours(self, point: Point) -> list[Point]:
-        """Points that change one choice of `point`, choice by choice, in the space's order."""
+        """Points that change one choice of `point`, the first choice first."""
         return [point[:i] + (value,) + point[i + 1:]
                 for i, values in enumerate(self.space.values()) for value in values if value != point[i]]
 
@@ -57,27 +59,28 @@ class Family:
 
 # -mprefer-vector-width: zmm registers halve the instructions, ymm keep clocks up on some parts.
 _VECTOR_BITS = (512, 256)
-# An output over glibc's 32 MB mmap threshold is fresh memory every call: 2 MB pages fault 512x less.
-_PAGES = {"output_pages": ("huge", "4k")}
-_ROW_REDUCTION = {"accumulators": (16, 32, 8), "vector_bits": _VECTOR_BITS, **_PAGES}
-_ACTIVATION = {"exp": ("poly", "libm"), "vector_bits": _VECTOR_BITS,
-               "schedule": ("static", "dynamic, 16384"), **_PAGES}
+_ROW_REDUCTION = {"accumulators": (16, 32, 8), "vector_bits": _VECTOR_BITS}
+# Dynamic chunks keep both cores busy when one is preempted (a shared 2-core box); static has no queue.
+_SCHEDULE = {"schedule": ("dynamic, 16384", "static")}
+# glibc's expf is exact but scalar: the fallback when the polynomial's accuracy is in doubt.
+_EXP = {"exp": ("poly", "libm")}
 
 FAMILIES: dict[str, Family] = {f.name: f for f in [
-    Family("softmax", "softmax", {"passes": (3, 2), "exp": ("poly", "libm"), **_ROW_REDUCTION}, axis="last"),
-    Family("rmsnorm", "rmsnorm", {"accumulators": (16, 32, 64, 8), "vector_bits": _VECTOR_BITS, **_PAGES},
+    Family("softmax", "softmax", {**_ROW_REDUCTION, "passes": (3, 2), **_EXP}, axis="last"),
+    Family("rmsnorm", "rmsnorm", {"accumulators": (16, 32, 64, 8), "vector_bits": _VECTOR_BITS},
            init="hidden", parameters=("weight",)),
     Family("layernorm", "layernorm", {"stats": ("two_pass", "one_pass"), **_ROW_REDUCTION},
            init="hidden", parameters=("weight", "bias")),
     # A group (here 256 KB) outgrows L1, so a second read of it costs more than for a row.
     Family("groupnorm", "groupnorm", {"stats": ("one_pass", "two_pass"), **_ROW_REDUCTION},
            init="groups", parameters=("weight", "bias")),
-    Family("silu_and_mul", "silu_and_mul", {"exp": ("poly", "libm"), "vector_bits": _VECTOR_BITS,
-                                            "schedule": ("static", "dynamic, 8"), **_PAGES}, axis="halves"),
-    Family("relu", "elementwise", {k: v for k, v in _ACTIVATION.items() if k != "exp"},
+    Family("silu_and_mul", "silu_and_mul",  # dynamic chunks of 8 rows, for the reason above
+           {"schedule": ("dynamic, 8", "static"), "vector_bits": _VECTOR_BITS, **_EXP},
+           axis="halves"),
+    Family("relu", "elementwise", {**_SCHEDULE, "vector_bits": _VECTOR_BITS},
            fixed={"op": "relu", "exp": "none"}),
-    *(Family(op, "elementwise", _ACTIVATION, fixed={"op": op})
-      for op in ("sigmoid", "tanh", "silu", "gelu_tanh", "gelu_erf")),
+    *(Family(op, "elementwise", {**_SCHEDULE, "vector_bits": _VECTOR_BITS, **_EXP},
+             fixed={"op": op}) for op in ("sigmoid", "tanh", "silu", "gelu_tanh", "gelu_erf")),
 ]}
 
 # Operator lines (or aten ops joined by '+') to families; "gelu" splits on the reference's approximate.
@@ -131,6 +134,8 @@ def parse_task(prompt: str) -> PromptTask | None:
     try:
         shapes, init_inputs = json.loads(fields["input shapes"]), ast.literal_eval(fields["init inputs"])
     except (ValueError, SyntaxError):
+        return None
+    if not isinstance(shapes, list) or not all(isinstance(shape, list) for shape in shapes):
         return None
     return PromptTask(
         operator=fields["operator"],
@@ -200,6 +205,7 @@ def decline_reason(task: PromptTask) -> str | None:
 
 
 _APPROACH = r"approach: offline (\w+) (\{[^`\n]*\})"
+_PARENT_HEADING = "## The version to improve"  # refine.md's section for the parent
 _SPEEDUP = re.compile(r"^correct \(.*?([0-9.]+(?:e[+-]?\d+)?)x vs eager")
 
 
@@ -221,27 +227,31 @@ def _attempt(family_name: str, params: str, outcome: str) -> Attempt | None:
 def parse_attempts(prompt: str) -> tuple[list[Attempt], Attempt | None]:
     """This model's earlier attempts quoted in a prompt, and the parent being refined (if one of them)."""
     listed = [_attempt(*m.groups()) for m in re.finditer(rf"^- `{_APPROACH}`: (.*)$", prompt, re.MULTILINE)]
-    parent = re.search(rf"^## The version to improve\nIt was evaluated as: (.*)\n\n```python\n# {_APPROACH}$",
+    parent = re.search(rf"^{_PARENT_HEADING}\nIt was evaluated as: (.*)\n\n```python\n# {_APPROACH}$",
                        prompt, re.MULTILINE)
     parent_attempt = _attempt(parent.group(2), parent.group(3), parent.group(1)) if parent else None
     attempts = [a for a in [*listed, parent_attempt] if a is not None]
     return attempts, parent_attempt
 
 
-def next_point(family: Family, attempts: list[Attempt], parent: Attempt | None) -> tuple[Point | None, str]:
-    """The point to try next and why: the default first, then untried neighbours of the best point."""
-    tried = {a.point for a in attempts if a.family == family.name}
+def next_point(family: Family, attempts: list[Attempt], parent: Attempt | None,
+               refining: bool) -> tuple[Point | None, str]:
+    """The point to try next and why: the default first; when refining, an untried neighbour of the
+    fastest point seen (else of the parent); otherwise, and once those run out, the space in order."""
+    mine = [a for a in attempts if a.family == family.name]
+    tried = {a.point for a in mine}
     if not tried:
         return family.default, "the default point of my template"
-    timed = [a for a in attempts if a.family == family.name and a.speedup is not None]
+    timed = [a for a in mine if a.speedup is not None]
     best = max(timed, key=lambda a: a.speedup) if timed else None
     anchor = best or (parent if parent and parent.family == family.name else None)
-    for point in (family.neighbours(anchor.point) if anchor else []) + family.points():
+    if refining and anchor:
+        basis = f"the fastest point so far ({best.speedup:g}x vs eager)" if best else "the version to improve"
+        for point in family.neighbours(anchor.point):
+            if point not in tried:
+                return point, f"an untried neighbour of {basis}"
+    for point in family.points():
         if point not in tried:
-            if best and point in family.neighbours(best.point):
-                return point, f"an untried neighbour of the fastest point so far ({best.speedup:g}x vs eager)"
-            if anchor:
-                return point, "an untried neighbour of the version to improve"
             return point, "the next untried point of my template"
     return None, f"{best.speedup:g}x vs eager" if best else "none was correct"
 
@@ -271,7 +281,7 @@ def answer(prompt: str) -> str:
         return refusal
     family = family_for(task)
     attempts, parent = parse_attempts(prompt)
-    point, why = next_point(family, attempts, parent)
+    point, why = next_point(family, attempts, parent, refining=_PARENT_HEADING in prompt)
     if point is None:
         return (f"Every one of the {len(family.points())} points of my {family.name} template has been tried "
                 f"(best: {why}); I have nothing new to propose for {task.operator}.")

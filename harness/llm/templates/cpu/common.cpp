@@ -26,17 +26,3 @@ static inline float poly_exp(float x) {
 #endif
 
 static inline float sigmoid_f(float x) { return 1.0f / (1.0f + EXPF(-x)); }
-
-#include <sys/mman.h>
-
-// A fresh output of many MB is new mmap'd memory: faulting it in 4 KB pages can cost more than
-// the kernel, and 2 MB pages cut the faults 512-fold (PyTorch's THP_MEM_ALLOC_ENABLE does this).
-static inline void prepare_output(void* data, long bytes) {
-#ifdef PAGES_huge
-    const uintptr_t huge = 2u << 20, start = ((uintptr_t)data + huge - 1) & ~(huge - 1);
-    const uintptr_t end = ((uintptr_t)data + bytes) & ~(huge - 1);
-    if (end > start) madvise((void*)start, end - start, MADV_HUGEPAGE);
-#else
-    (void)data, (void)bytes;
-#endif
-}

@@ -59,18 +59,18 @@ def task() -> Task:
 
 
 @pytest.fixture(scope="module")
-def evaluator(make_cpu_evaluator, task: Task) -> Evaluator:
-    shared = make_cpu_evaluator()
+def evaluator(make_evaluator, task: Task) -> Evaluator:
+    shared = make_evaluator()
     shared.reference(task)  # once, before evaluations run concurrently
     return shared
 
 
 @pytest.fixture(scope="module")
-def planted(request, task: Task, evaluator: Evaluator, make_cpu_evaluator) -> Iterator[dict[str, Future[EvalResult]]]:
+def planted(request, task: Task, evaluator: Evaluator, make_evaluator) -> Iterator[dict[str, Future[EvalResult]]]:
     """Candidate name -> its evaluation, started for the candidates of the selected tests."""
     selected = [item.name for item in request.session.items]
     wanted = [name for name in ("hangs", *BACKGROUND) if any(t.startswith(f"test_{name}") for t in selected)]
-    impatient = make_cpu_evaluator(timeout_s=HANG_TIMEOUT_S)
+    impatient = make_evaluator(timeout_s=HANG_TIMEOUT_S)
     with ThreadPoolExecutor(max_workers=2) as pool:
         # The hang goes first: it holds its slot for the whole time limit.
         futures = {}

@@ -19,14 +19,18 @@ from harness.tasks import resolve_one
 
 CPU = Platform("cpu", "cpu", "C++")
 LEVEL1 = Path(__file__).resolve().parents[2] / "shared" / "data" / "kernelbench" / "level1"
-HANDWRITTEN = {"softmax_rows": "softmax", "rmsnorm_qwen": "rmsnorm", "layernorm_sd3": "layernorm",
-               "groupnorm_sd_vae": "groupnorm", "gelu_tanh_sd3": "gelu_tanh",
-               "silu_and_mul_qwen": "silu_and_mul"}
+HANDWRITTEN = {
+    "softmax_rows": "softmax",
+    "rmsnorm_qwen": "rmsnorm",
+    "layernorm_sd3": "layernorm",
+    "groupnorm_sd_vae": "groupnorm",
+    "gelu_tanh_sd3": "gelu_tanh",
+    "silu_and_mul_qwen": "silu_and_mul",
+}
 APPROACH = re.compile(r"^# approach: offline (\w+) (\{.*\})$")
 
 
-def ask(task_id: str, action: str = "new", attempts=(), parent: str | None = None,
-        parent_result: str = "") -> str:
+def ask(task_id: str, action: str = "new", attempts=(), parent: str | None = None, parent_result: str = "") -> str:
     messages = build_messages(resolve_one(task_id), CPU, action, list(attempts), parent, parent_result)
     return OfflineModel().complete(messages).text
 
@@ -38,9 +42,9 @@ def point_of(code: str) -> tuple[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def evaluator(make_cpu_evaluator) -> Evaluator:
+def evaluator(make_evaluator) -> Evaluator:
     # Correctness only: one check seed and a token timing budget keep six evaluations quick.
-    return make_cpu_evaluator(check_seeds=[1], timing_seeds=[101], budget_ms=10, warmup_ms=1)
+    return make_evaluator(check_seeds=[1], timing_seeds=[101], budget_ms=10, warmup_ms=1)
 
 
 @pytest.mark.slow
@@ -55,10 +59,17 @@ def test_default_point_of_every_handwritten_family_is_correct(evaluator, task_id
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("op, reference", [
-    ("sigmoid", torch.sigmoid), ("tanh", torch.tanh), ("silu", F.silu), ("relu", torch.relu),
-    ("gelu_erf", F.gelu), ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh")),
-])
+@pytest.mark.parametrize(
+    "op, reference",
+    [
+        ("sigmoid", torch.sigmoid),
+        ("tanh", torch.tanh),
+        ("silu", F.silu),
+        ("relu", torch.relu),
+        ("gelu_erf", F.gelu),
+        ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh")),
+    ],
+)
 def test_polynomial_activations_stay_within_fp32_tolerance(op, reference, tmp_path, monkeypatch):
     """The vectorised exp and erf approximations are the accuracy risk; libm is exact by construction."""
     monkeypatch.setenv("FORGEBENCH_BUILD_CACHE", str(tmp_path / "build"))
@@ -76,24 +87,38 @@ def test_polynomial_activations_stay_within_fp32_tolerance(op, reference, tmp_pa
 def test_refine_proposes_an_untried_neighbour_of_the_fastest_point():
     rmsnorm = FAMILIES["rmsnorm"]
     first = extract_code(ask("rmsnorm_qwen"))
-    second = extract_code(ask("rmsnorm_qwen", "refine", [(first, "correct (1 ms, 3x vs eager)")],
-                              first, "correct (1 ms, 3x vs eager)"))
+    second = extract_code(
+        ask("rmsnorm_qwen", "refine", [(first, "correct (1 ms, 3x vs eager)")], first, "correct (1 ms, 3x vs eager)")
+    )
     assert point_of(second) == ("rmsnorm", dict(zip(rmsnorm.space, rmsnorm.neighbours(rmsnorm.default)[0])))
     # The slower second point is the parent now, but the search stays around the faster first one.
-    third = extract_code(ask("rmsnorm_qwen", "refine", [(first, "correct (1 ms, 3x vs eager)"),
-                                                        (second, "correct (2 ms, 1.5x vs eager)")],
-                             second, "correct (2 ms, 1.5x vs eager)"))
+    third = extract_code(
+        ask(
+            "rmsnorm_qwen",
+            "refine",
+            [(first, "correct (1 ms, 3x vs eager)"), (second, "correct (2 ms, 1.5x vs eager)")],
+            second,
+            "correct (2 ms, 1.5x vs eager)",
+        )
+    )
     assert tuple(point_of(third)[1].values()) == rmsnorm.neighbours(rmsnorm.default)[1]
 
 
 def test_attempts_and_parent_are_parsed_with_their_outcomes():
     first = extract_code(ask("softmax_rows"))
-    second = extract_code(ask("softmax_rows", "repair", [(first, "correct (9 ms, 0.8x vs eager)")],
-                              first, "correct (9 ms, 0.8x vs eager)"))
-    prompt = build_messages(resolve_one("softmax_rows"), CPU, "repair",
-                            [(first, "correct (9 ms, 0.8x vs eager)"),
-                             ("# approach: hand-written\n", "incorrect: x")],
-                            second, "compile_error: g++ failed")[1]["content"]
+    second = extract_code(
+        ask(
+            "softmax_rows", "repair", [(first, "correct (9 ms, 0.8x vs eager)")], first, "correct (9 ms, 0.8x vs eager)"
+        )
+    )
+    prompt = build_messages(
+        resolve_one("softmax_rows"),
+        CPU,
+        "repair",
+        [(first, "correct (9 ms, 0.8x vs eager)"), ("# approach: hand-written\n", "incorrect: x")],
+        second,
+        "compile_error: g++ failed",
+    )[1]["content"]
     attempts, parent = parse_attempts(prompt)
     assert [a.speedup for a in attempts] == [0.8, None]
     assert parent is not None and parent.point == tuple(point_of(second)[1].values())
@@ -108,27 +133,37 @@ def test_new_prompt_with_attempts_gives_the_first_untried_point():
 def test_says_so_in_plain_text_when_every_point_was_tried():
     family = FAMILIES["relu"]
     task = parse_task(build_messages(resolve_one("gelu_tanh_sd3"), CPU, "new", [])[1]["content"])
-    attempts = [(render(family, point, task), f"correct (1 ms, {i + 1}x vs eager)")
-                for i, point in enumerate(family.points())]
+    attempts = [
+        (render(family, point, task), f"correct (1 ms, {i + 1}x vs eager)") for i, point in enumerate(family.points())
+    ]
     text = ask(str(LEVEL1 / "19_ReLU.py"), "new", attempts)
     assert extract_code(text) is None
     count = len(family.points())
     assert f"Every one of the {count} points" in text and f"{count}x vs eager" in text
 
 
-@pytest.mark.parametrize("file, family", [
-    ("23_Softmax.py", "softmax"), ("26_GELU_.py", "gelu_erf"), ("19_ReLU.py", "relu"),
-    ("21_Sigmoid.py", "sigmoid"), ("22_Tanh.py", "tanh"),
-])
+@pytest.mark.parametrize(
+    "file, family",
+    [
+        ("23_Softmax.py", "softmax"),
+        ("26_GELU_.py", "gelu_erf"),
+        ("19_ReLU.py", "relu"),
+        ("21_Sigmoid.py", "sigmoid"),
+        ("22_Tanh.py", "tanh"),
+    ],
+)
 def test_kernelbench_prompts_pick_their_family(file, family):
     assert point_of(extract_code(ask(str(LEVEL1 / file))))[0] == family
 
 
-@pytest.mark.parametrize("file, expected", [
-    ("1_Square_matrix_multiplication_.py", "I have no template for aten.mm on cpu with float32, float32."),
-    ("40_LayerNorm.py", "my layernorm template does not fit"),
-    ("35_GroupNorm_.py", "my groupnorm template does not fit"),
-])
+@pytest.mark.parametrize(
+    "file, expected",
+    [
+        ("1_Square_matrix_multiplication_.py", "I have no template for aten.mm on cpu with float32, float32."),
+        ("40_LayerNorm.py", "my layernorm template does not fit"),
+        ("35_GroupNorm_.py", "my groupnorm template does not fit"),
+    ],
+)
 def test_declines_in_plain_text_what_it_has_no_template_for(file, expected):
     text = ask(str(LEVEL1 / file))
     assert extract_code(text) is None

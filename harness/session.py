@@ -92,4 +92,5 @@ class SuiteRun:
         return TaskOutcome(task, outcome, run_id)
 
     def close(self, status: str = "FINISHED") -> None:
+        self.evaluator.close()
         self.recorder.end_suite(self.parent_run_id, status)

@@ -37,12 +37,26 @@ def device_name(device: str) -> str:
     return host.processor() or host.machine()
 
 
+def mlflow_client(tracking_uri: str):
+    """An MlflowClient, without the store's start-up chatter (schema INFO lines, an SQLAlchemy
+    deprecation) that would bury the suite's own output."""
+    import logging
+    import warnings
+
+    from mlflow.tracking import MlflowClient
+
+    # After the import: mlflow sets up its own loggers when it loads.
+    warnings.filterwarnings("ignore", message=".*noload.*")
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+
+    return MlflowClient(tracking_uri=tracking_uri)
+
+
 class Recorder:
     def __init__(self, tracking_uri: str, experiment: str):
-        from mlflow.tracking import MlflowClient
-
         self.tracking_uri = tracking_uri
-        self.client = MlflowClient(tracking_uri=tracking_uri)
+        self.client = mlflow_client(tracking_uri)
         try:
             found = self.client.get_experiment_by_name(experiment)
             self.experiment_id = found.experiment_id if found else self.client.create_experiment(experiment)

@@ -36,9 +36,9 @@ TASK_COLUMNS = [
 
 def task_runs(tracking_uri: str, experiment: str, parent_run_id: str | None = None) -> pd.DataFrame:
     """One row per task run, with its suite run's tags."""
-    from mlflow.tracking import MlflowClient
+    from harness.record import mlflow_client
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = mlflow_client(tracking_uri)
     found = client.get_experiment_by_name(experiment)
     if found is None:
         return pd.DataFrame(columns=["parent_run_id", *TASK_COLUMNS])

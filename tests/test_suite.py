@@ -85,7 +85,7 @@ def test_suite_through_a_real_http_provider(tmp_path):
 def test_unknown_agent_lists_the_agents(tmp_path):
     done = suite(tmp_path, "--agent=nosuch")
     assert done.returncode != 0
-    assert "unknown agent 'nosuch'; choose one of mcts, oneshot" in done.stdout + done.stderr
+    assert "unknown agent 'nosuch'; choose one of analyst, bestofn, mcts, oneshot, refine" in done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
 
 

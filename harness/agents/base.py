@@ -78,14 +78,16 @@ def ask(ctx: AgentContext, node_id: int, messages: list[dict[str, str]]) -> tupl
 
 def attempts_for_prompt(tree: SearchTree, limit: int = 30) -> list[tuple[str | None, str]]:
     """Failed and recent attempts, shown to the model so it does not repeat them."""
-    failed = [n for n in tree.nodes if not n.correct]
-    recent = tree.nodes[-limit:]
+    candidates = [n for n in tree.nodes if n.action != "analyst"]  # an analyst's advice is no attempt
+    failed = [n for n in candidates if not n.correct]
+    recent = candidates[-limit:]
     chosen = sorted({n.id: n for n in failed[-limit:] + recent}.values(), key=lambda n: n.id)
     return [(n.source, n.outcome()) for n in chosen[-limit:]]
 
 
-def expand(ctx: AgentContext, action: str, parent: Node | None) -> Node:
-    """One round: build the prompt, ask the model, evaluate its code, persist the node."""
+def expand(ctx: AgentContext, action: str, parent: Node | None, advice: str = "") -> Node:
+    """One round: build the prompt, ask the model, evaluate its code, persist the node.
+    `advice` is an analyst's text on the parent, quoted in the prompt."""
     started = time.monotonic()
     messages = build_messages(
         ctx.task,
@@ -94,6 +96,7 @@ def expand(ctx: AgentContext, action: str, parent: Node | None) -> Node:
         attempts_for_prompt(ctx.tree),
         parent_source=parent.source if parent else None,
         parent_result=parent.outcome() if parent else "",
+        advice=advice,
     )
     node_id = ctx.tree.next_id()
     try:

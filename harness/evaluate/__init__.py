@@ -118,14 +118,14 @@ class Evaluator:
             self._references[task.id] = _Reference(outputs, record["baselines"], near_constant(outputs, task.tolerance))
         return self._references[task.id]
 
-    def evaluate(self, task: Task, candidate_source: str) -> EvalResult:
+    def evaluate(self, task: Task, candidate_source: str, profile: bool = False) -> EvalResult:
         reference = self.reference(task)
         digest = hashlib.sha256(candidate_source.encode()).hexdigest()[:16]
         folder = self.work_dir / "candidates" / task.id / f"{digest}-{time.time_ns()}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "candidate.py").write_text(candidate_source)
         started = time.perf_counter()
-        request = self._request(task, "candidate", folder, candidate_path=str(folder / "candidate.py"))
+        request = self._request(task, "candidate", folder, candidate_path=str(folder / "candidate.py"), profile=profile)
         record, failure = self._run(request, folder)
         if record is None:
             verdict = "timeout" if failure.startswith("timeout") else "crash"
@@ -154,6 +154,7 @@ class Evaluator:
             phases=record.get("phases", {}),
             env=record.get("env", {}),
             cached_build=record.get("cached_build", False),
+            profile=record.get("profile", {}),
         )
         if not result.correct:
             return result

@@ -23,6 +23,7 @@ class EvalResult:
     phases: dict[str, float] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)
     cached_build: bool = False
+    profile: dict[str, Any] = field(default_factory=dict)  # top kernels by self time, when asked for
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:

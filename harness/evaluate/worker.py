@@ -166,6 +166,43 @@ def _check_candidate(model, reference, request: dict, device: torch.device, work
     return outputs
 
 
+_PROFILE_CALLS = 5
+_PROFILE_TOP = 10
+
+
+def _profile(model, inputs: list[Any], device: torch.device) -> dict:
+    """The top ops and kernels by self time over a few calls, for the analyst agent: device time of
+    each kernel on a GPU; host time on a CPU, where a ctypes kernel is no op and its time shows as
+    the self time of a `ModelNew.forward` range."""
+    from contextlib import nullcontext
+
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    on_gpu = device.type == "cuda"
+    activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if on_gpu else [ProfilerActivity.CPU]
+    with profile(activities=activities) as profiler:
+        for _ in range(_PROFILE_CALLS):
+            # On a GPU the range would be a device event of its own, counting its kernels twice.
+            with nullcontext() if on_gpu else record_function("ModelNew.forward"):
+                model(*inputs)
+        if on_gpu:
+            timing._cuda_synchronize(device)
+    # On a GPU an op's self device time repeats its kernels' times: count the kernels only.
+    kind, attr = (DeviceType.CUDA, "self_device_time_total") if on_gpu else (DeviceType.CPU, "self_cpu_time_total")
+    events = sorted(
+        (e for e in profiler.key_averages() if e.device_type == kind and getattr(e, attr) > 0),
+        key=lambda e: getattr(e, attr),
+        reverse=True,
+    )
+    total_us = sum(getattr(e, attr) for e in events)
+    top = [
+        {"name": e.key, "calls": e.count, "self_us": getattr(e, attr), "share": getattr(e, attr) / total_us}
+        for e in events[:_PROFILE_TOP]
+    ]
+    return {"time": "device" if on_gpu else "host", "forward_calls": _PROFILE_CALLS, "total_us": total_us, "top": top}
+
+
 def run_candidate(request: dict, device: torch.device, reference) -> dict:
     phases: dict[str, float] = {}
     budget = request["timing"]
@@ -207,7 +244,7 @@ def run_candidate(request: dict, device: torch.device, reference) -> dict:
     torch.save(outputs, request["outputs_path"])
     phases["save_s"] = clock() - start
     builds = build_cache.BUILDS
-    return {
+    record = {
         "verdict": "correct",
         "cached_build": bool(builds) and all(b.cached for b in builds),
         "time_ms": measured.median_ms,
@@ -215,6 +252,14 @@ def run_candidate(request: dict, device: torch.device, reference) -> dict:
         "baselines": {"eager_ms": eager_ms},
         "phases": phases,
     }
+    if request.get("profile"):
+        start = clock()
+        try:
+            record["profile"] = _profile(model, working, device)
+        except Exception as exc:  # advisory only: a profiler failure must not change the verdict
+            record["profile"] = {"error": _trim(f"{type(exc).__name__}: {exc}", 500)}
+        phases["profile_s"] = clock() - start
+    return record
 
 
 def environment(device: torch.device) -> dict[str, Any]:

@@ -270,8 +270,33 @@ def render(family: Family, point: Point, task: PromptTask) -> str:
     return f"# approach: {family.describe(point)}\n" + Template(text).substitute(values)
 
 
+_ANALYST_HEADING = "## The version to analyse"
+
+
+def _section_lines(prompt: str, heading: str) -> list[str]:
+    """The non-empty lines under a `## ...` heading, up to the next heading."""
+    if heading not in prompt:
+        return []
+    body = prompt.split(heading, 1)[1].split("\n## ", 1)[0]
+    return [line.strip() for line in body.splitlines()[1:] if line.strip()]
+
+
+def advise(prompt: str) -> str:
+    """Analyst advice in plain text: the offline model has no profile-driven reasoning, so it says
+    what the profile shows and that its next step is a neighbouring point of its template."""
+    measurements = _section_lines(prompt, "## Its measurements")
+    profile = [line for line in _section_lines(prompt, "## Its profile") if not set(line) <= set("|-: ")]
+    top = profile[1] if len(profile) > 1 else (profile[0] if profile else "no profile entries")
+    return ("Offline analyst (template search, no model of the hardware): "
+            f"measurements: {'; '.join(measurements[:3]) or 'none'}. Largest profile entry: {top}. "
+            "Recommendation: keep the approach and try the neighbouring points of the template's parameter "
+            "space (accumulators, vector width, schedule) that have not been tried yet.")
+
+
 def answer(prompt: str) -> str:
     """The offline model's whole reply to one user prompt."""
+    if _ANALYST_HEADING in prompt:
+        return advise(prompt)
     task = parse_task(prompt)
     if task is None:
         return ("I found no ForgeBench task block (operator, input shapes, input dtypes, init inputs, "

@@ -53,6 +53,11 @@ def attempts_section(attempts: list[tuple[str | None, str]]) -> str:
     return "\n## Earlier attempts (do not repeat these)\n" + "\n".join(lines) + "\n"
 
 
+def advice_section(advice: str) -> str:
+    """The analyst's recommendations, placed after the version they are about; empty without advice."""
+    return f"\n## The analyst's recommendations for this version\n{advice.strip()}\n" if advice.strip() else ""
+
+
 def build_messages(
     task: Task,
     platform: Platform,
@@ -60,8 +65,10 @@ def build_messages(
     attempts: list[tuple[str | None, str]],
     parent_source: str | None = None,
     parent_result: str = "",
+    advice: str = "",
 ) -> list[dict[str, str]]:
-    """The exact chat a model sees for one expansion; rebuilt from the tree, it is the same."""
+    """The exact chat a model sees for one expansion; rebuilt from the tree, it is the same.
+    `advice` is the analyst's text on the version to improve (refine and repair prompts only)."""
     fields = {
         "task": task_section(task, platform),
         "platform_notes": platform.prompt_notes().strip(),
@@ -75,5 +82,6 @@ def build_messages(
             parent_source=(parent_source or "").strip(),
             parent_result=parent_result,
             instruction=INSTRUCTIONS[action],
+            advice=advice_section(advice),
         )
     return [{"role": "system", "content": _template("system").template.strip()}, {"role": "user", "content": user}]

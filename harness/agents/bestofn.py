@@ -1,0 +1,21 @@
+"""Strategy `bestofn`: N new kernels, N = budget.rounds, the fastest correct one kept.
+
+Each prompt lists the earlier attempts, so a deterministic model (the offline one) also gives N
+different answers rather than one answer N times.
+"""
+
+from __future__ import annotations
+
+import time
+
+from harness.agents.base import AgentContext, AgentOutcome, expand
+
+
+class BestOfN:
+    name = "bestofn"
+
+    def run(self, ctx: AgentContext) -> AgentOutcome:
+        started = time.monotonic()
+        while (reason := ctx.budget.exhausted(ctx.tree, started)) is None:
+            expand(ctx, "new", None)
+        return AgentOutcome(ctx.tree.best(), reason, ctx.tree)

@@ -132,8 +132,9 @@ def test_analyst_profiles_advises_and_the_generator_reads_the_advice(evaluator, 
     refine_prompt = prompt_of(tmp_path, refine)[1]["content"]
     assert refine.parent_id == new.id and ADVICE_HEADING in refine_prompt
     assert analysis.extra["advice"] in refine_prompt
-    # The offline model has no analyst role: it answers with a kernel, which stays advice, never a node.
-    assert extract_code(analysis.extra["advice"]) is not None
+    # The offline model answers an analyst prompt in plain text, naming what the profile shows.
+    assert extract_code(analysis.extra["advice"]) is None
+    assert "Largest profile entry" in analysis.extra["advice"]
     assert len({n.source for n in tree.nodes if n.source}) == 3
     # The last round goes to the generator: advice nobody could act on is not bought.
     assert tree.nodes[3].action != "analyst"

@@ -53,7 +53,8 @@ class SuiteRun:
         self.platform = instantiate(cfg.platform, "platform")
         self.budget = _budget(cfg)
         label = _slug(f"{self.agent.name}-{self.model.name}-{self.platform.name}")
-        self.run_dir = run_dir or Path(cfg.run_root) / label / time.strftime("%Y%m%d-%H%M%S")
+        fixed = run_dir or (Path(cfg.run_dir) if cfg.run_dir else None)
+        self.run_dir = fixed or Path(cfg.run_root) / label / time.strftime("%Y%m%d-%H%M%S")
         self.evaluator = Evaluator(
             self.platform,
             EvalSettings(**OmegaConf.to_container(cfg.evaluate)),

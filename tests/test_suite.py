@@ -103,3 +103,43 @@ def test_a_task_without_a_correct_kernel_fails_with_the_reason(tmp_path):
     assert done.returncode == 1, done.stdout + done.stderr
     assert "1 failed" in done.stdout
     assert "no correct kernel for 1_Square_matrix_multiplication_" in done.stdout
+
+
+@pytest.mark.slow
+def test_kill_9_then_the_same_command_resumes_every_tree(tmp_path):
+    import json
+    import signal
+    import time
+
+    tmp_path.chmod(0o711)
+    options = ["--agent=mcts", "--tasks=rmsnorm_qwen", "--rounds=4", "--override", "run_dir=resumable"]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(REPO / "suite"),
+        "-p",
+        "no:cacheprovider",
+        "--override",
+        "evaluate.budget_ms=20",
+        *options,
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    victim = subprocess.Popen(
+        command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    tree = tmp_path / "resumable" / "tasks" / "rmsnorm_qwen" / "tree.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and (not tree.is_file() or len(tree.read_text().splitlines()) < 2):
+        time.sleep(0.2)
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait()
+    survivors = [json.loads(line) for line in tree.read_text().splitlines()]
+    assert 2 <= len(survivors) < 4
+
+    done = suite(tmp_path, *options)
+    assert done.returncode == 0, done.stdout + done.stderr
+    nodes = [json.loads(line) for line in tree.read_text().splitlines()]
+    assert [n["id"] for n in nodes] == [0, 1, 2, 3]  # none lost, none duplicated
+    assert nodes[: len(survivors)] == survivors
+    assert len({n["prompt_id"] for n in nodes}) == 4

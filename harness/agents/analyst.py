@@ -12,11 +12,10 @@ import time
 from dataclasses import dataclass, replace
 from string import Template
 
-from harness.agents.base import AgentContext, AgentOutcome, ask, expand
+from harness.agents.base import AgentContext, AgentOutcome, call_model, expand, new_node
 from harness.agents.refine import next_step
 from harness.agents.tree import Node, SearchTree
 from harness.evaluate import EvalResult, Evaluator
-from harness.llm.base import Completion, ModelCallError
 from harness.prompts import PROMPTS_DIR, task_section
 from harness.tasks import Task
 
@@ -103,28 +102,22 @@ def analyse(ctx: AgentContext, node: Node) -> Node:
     started = time.monotonic()
     profile = node.result.profile or ctx.evaluator.evaluate(ctx.task, node.source, profile=True).profile
     node_id = ctx.tree.next_id()
-    try:
-        prompt_id, completion = ask(ctx, node_id, analyst_messages(ctx, node, profile))
-        note = f"analyst advice on node {node.id}"
-    except ModelCallError as exc:
-        prompt_id, completion = "", Completion("", ctx.model.name, 0, 0, 0.0, time.monotonic() - started)
-        note = f"analyst call on node {node.id} failed: {exc}"
-    analysis = Node(
-        id=node_id,
-        parent_id=node.id,
-        action="analyst",
-        prompt_id=prompt_id,
-        response_id=f"response-{prompt_id}",
-        source=None,
-        result=None,
-        cost_usd=completion.cost_usd,
-        tokens_in=completion.tokens_in,
-        tokens_out=completion.tokens_out,
-        wall_s=time.monotonic() - started,
-        note=note,
-        extra={"advice": completion.text.strip(), "profile": profile},
+    prompt_id, completion, failure = call_model(ctx, node_id, analyst_messages(ctx, node, profile), started)
+    note = f"analyst call on node {node.id} failed: {failure}" if failure else f"analyst advice on node {node.id}"
+    return ctx.tree.add(
+        new_node(
+            node_id,
+            node.id,
+            "analyst",
+            prompt_id,
+            completion,
+            started,
+            source=None,
+            result=None,
+            note=note,
+            extra={"advice": completion.text.strip(), "profile": profile},
+        )
     )
-    return ctx.tree.add(analysis)
 
 
 @dataclass

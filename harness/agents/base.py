@@ -99,28 +99,44 @@ def expand(ctx: AgentContext, action: str, parent: Node | None, advice: str = ""
         advice=advice,
     )
     node_id = ctx.tree.next_id()
-    try:
-        prompt_id, completion = ask(ctx, node_id, messages)
-    except ModelCallError as exc:
-        # The round is spent and recorded; the strategy decides whether to go on.
-        prompt_id, completion = (
-            "",
-            Completion(f"model call failed: {exc}", ctx.model.name, 0, 0, 0.0, time.monotonic() - started),
-        )
+    prompt_id, completion, failure = call_model(ctx, node_id, messages, started)
     source = extract_code(completion.text)
     result = ctx.evaluator.evaluate(ctx.task, source) if source else None
-    node = Node(
+    if failure:
+        note = f"model call failed: {failure}"
+    else:
+        note = "" if source else "no code block in the answer: " + completion.text.strip()[:300]
+    parent_id = parent.id if parent else None
+    return ctx.tree.add(
+        new_node(node_id, parent_id, action, prompt_id, completion, started, source=source, result=result, note=note)
+    )
+
+
+def call_model(
+    ctx: AgentContext, node_id: int, messages: list[dict[str, str]], started: float
+) -> tuple[str, Completion, str | None]:
+    """One model call for a node. A provider failure after retries comes back as its message
+    (the round is spent and recorded; the strategy decides whether to go on)."""
+    try:
+        prompt_id, completion = ask(ctx, node_id, messages)
+        return prompt_id, completion, None
+    except ModelCallError as exc:
+        return "", Completion("", ctx.model.name, 0, 0, 0.0, time.monotonic() - started), str(exc)
+
+
+def new_node(
+    node_id: int, parent_id: int | None, action: str, prompt_id: str, completion: Completion, started: float, **fields
+) -> Node:
+    """A tree node carrying the call's ids, cost and tokens, and the round's wall time."""
+    return Node(
         id=node_id,
-        parent_id=parent.id if parent else None,
+        parent_id=parent_id,
         action=action,
         prompt_id=prompt_id,
         response_id=f"response-{prompt_id}",
-        source=source,
-        result=result,
         cost_usd=completion.cost_usd,
         tokens_in=completion.tokens_in,
         tokens_out=completion.tokens_out,
         wall_s=time.monotonic() - started,
-        note="" if source else "no code block in the answer: " + completion.text.strip()[:300],
+        **fields,
     )
-    return ctx.tree.add(node)

@@ -78,6 +78,39 @@ def _tasks_validate(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def _capture(args: argparse.Namespace) -> int:
+    import torch
+
+    from harness.capture import capture
+    from harness.capture.replay import ReplaySettings
+    from harness.capture.sources import dtype_of, from_builtin, from_factory
+    from harness.tasks import TASKS_ROOT
+
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ForgeBenchError("--device cuda: this machine has no CUDA device; pass --device cpu.")
+    if ":" in args.model and args.override:
+        raise ForgeBenchError("--override sets conf/capture/ entries; a module:factory model takes none.")
+    if ":" in args.model:
+        workload = from_factory(args.model, args.name, device, dtype_of(args.dtype) if args.dtype else None)
+    else:
+        workload = from_builtin(args.model, device, args.dtype, args.override)
+    out = Path(args.out) if args.out else TASKS_ROOT
+    command = " ".join(
+        ["forgebench capture", f"--model {args.model}", f"--device {device.type}", f"--out {out}"]
+        + [f"--min-share {args.min_share}", f"--budget-ms {args.budget_ms}"]
+        + [f"--{k} {v}" for k, v in (("name", args.name), ("dtype", args.dtype)) if v]
+        + [f"--override {o}" for o in args.override]
+    )
+    settings = ReplaySettings(budget_ms=args.budget_ms, warmup_ms=args.budget_ms / 5)
+    result, manifest = capture(workload, device, out, args.min_share, settings, command, progress=print)
+    print(
+        f"{len(result.tasks)} tasks from {result.calls} calls in {len(result.groups)} groups, covering "
+        f"{result.coverage:.1%} of {result.total_ms:.4g} ms replayed on {device.type}; {manifest}"
+    )
+    return 0
+
+
 def _leaderboard(args: argparse.Namespace) -> int:
     from harness.config import compose
     from leaderboard.table import TASK_COLUMNS, render, summarize, task_runs
@@ -111,6 +144,19 @@ def parser() -> argparse.ArgumentParser:
     validate = tasks.add_parser("validate", help="check every task.yaml and reference.py")
     validate.add_argument("paths", nargs="*", help="task folders, tasks roots, or KernelBench files (default: tasks/)")
     validate.set_defaults(handler=_tasks_validate)
+
+    cap = sub.add_parser("capture", help="profile a model at the ATen level and write its costly calls as tasks")
+    cap.add_argument("--model", required=True, help="built-in (conf/capture/: resnet50, qwen35, ...) or module:factory")
+    cap.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda when present, else cpu")
+    cap.add_argument("--out", default=None, help="tasks root; writes OUT/<model>/ (default: tasks/)")
+    cap.add_argument("--min-share", type=float, default=0.01, help="least share of the model's time for a task")
+    cap.add_argument("--budget-ms", type=float, default=100.0, help="time spent timing each call group")
+    cap.add_argument("--dtype", default=None, help="override the dtype (default: the entry's, per device)")
+    cap.add_argument("--name", default=None, help="source name for module:factory (default: the module's name)")
+    cap.add_argument(
+        "--override", action="append", default=[], metavar="KEY=VALUE", help="e.g. capture.workload.batch_size=8"
+    )
+    cap.set_defaults(handler=_capture)
 
     board = sub.add_parser("leaderboard", help="the leaderboard, from MLflow alone")
     board.add_argument(

@@ -1,0 +1,79 @@
+"""Capture: profile a real model at the ATen level and turn the calls that take its time into tasks.
+
+record (one forward under a dispatch mode, identical calls grouped) -> replay (each group timed
+alone on fresh inputs) -> emit (a task folder per group above the share threshold) -> manifest.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from harness.capture.emit import write_task
+from harness.capture.manifest import CaptureResult, manifest, previous_task_ids, write_manifest
+from harness.capture.record import CallRecorder
+from harness.capture.replay import ReplaySettings, time_groups, time_workload
+from harness.capture.sources import Workload
+from harness.errors import ForgeBenchError
+
+
+def record_and_time(
+    workload: Workload, device: torch.device, settings: ReplaySettings, progress: Callable[[str], None]
+) -> CaptureResult:
+    """Run one recorded forward, then time every group and (unrecorded) the whole forward."""
+    with torch.no_grad():
+        progress(f"recording one forward of {workload.name} on {device}")
+        with CallRecorder() as recorder:
+            workload.run()
+        groups = sorted(recorder.groups.values(), key=lambda g: g.name)
+        progress(f"{recorder.calls} calls in {len(groups)} groups")
+        time_groups(groups, device, settings, progress)
+        model_ms = time_workload(workload.run, device, settings)
+    return CaptureResult(workload.name, device, groups, recorder.calls, model_time_ms=model_ms)
+
+
+def emit(result: CaptureResult, folder: Path, min_share: float) -> None:
+    """Replace the folder's previous capture with a task per group at or above min_share."""
+    for old in previous_task_ids(folder):
+        if (folder / old / "task.yaml").is_file():
+            shutil.rmtree(folder / old)
+    device = result.device.type
+    for group in sorted(result.groups, key=lambda g: -g.total_ms):
+        share = result.share(group)
+        if share < min_share or share == 0.0:
+            break
+        why = group.why_not_task()
+        if why:
+            result.skipped.append((group, why))
+            continue
+        try:
+            result.tasks[write_task(folder, result.model, group, share, device)] = group
+        except ForgeBenchError as exc:
+            result.skipped.append((group, str(exc)))
+
+
+def capture(
+    workload: Workload,
+    device: torch.device,
+    out: Path,
+    min_share: float,
+    settings: ReplaySettings,
+    command: str,
+    progress: Callable[[str], None] = lambda _: None,
+) -> tuple[CaptureResult, Path]:
+    """Capture a workload into out/<model>/: task folders and manifest.yaml."""
+    if not 0.0 < min_share < 1.0:
+        raise ForgeBenchError(f"--min-share {min_share} is outside (0, 1); give a share such as 0.01.")
+    result = record_and_time(workload, device, settings, progress)
+    if not result.total_ms:
+        reasons = {g.untimed for g in result.groups if g.untimed} or {"the forward made no ATen call"}
+        raise ForgeBenchError(f"capture of {workload.name}: no call could be replayed and timed ({min(reasons)}).")
+    folder = out / workload.name
+    folder.mkdir(parents=True, exist_ok=True)
+    emit(result, folder, min_share)
+    timing = {"budget_ms": settings.budget_ms, "warmup_ms": settings.warmup_ms, "input_sets": settings.input_sets}
+    path = write_manifest(folder, manifest(result, command, workload.settings, min_share, timing))
+    return result, path

@@ -67,4 +67,6 @@ def instantiate(node: DictConfig, what: str, **kwargs):
         return hydra_instantiate(node, _convert_="all", **kwargs)
     except InstantiationException as exc:
         cause = exc.__cause__ or exc
+        if isinstance(cause, ForgeBenchError):
+            raise cause from None
         raise ForgeBenchError(f"the {what} configuration cannot be built: {cause}; fix conf/{what}/.") from exc

@@ -34,23 +34,37 @@ class Timing:
         return {"median_ms": self.median_ms, "p20_ms": self.p20_ms, "p80_ms": self.p80_ms, "runs": self.runs}
 
 
+def _raw(t: torch.Tensor) -> torch.Tensor:
+    """The 1-D span of storage a tensor's elements live in (a broadcast input's is small)."""
+    extent = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride())) if t.numel() else 0
+    return t.as_strided((extent,), (1,), t.storage_offset())
+
+
+def _clone_layout(t: torch.Tensor) -> torch.Tensor:
+    """A copy with the same sizes and strides, so broadcast, transposed and sliced inputs keep the
+    layout the task gives them (clone() would make them contiguous)."""
+    raw = _raw(t)
+    return raw.clone().as_strided(t.shape, t.stride())
+
+
 def clone_inputs(inputs: Sequence[Any]) -> list[Any]:
-    return [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
+    return [_clone_layout(v) if isinstance(v, torch.Tensor) else v for v in inputs]
 
 
 def load_into(working: Sequence[Any], source: Sequence[Any], roll: int = 0) -> None:
-    """Write source's contents into the working inputs, keeping their addresses, rotated by `roll`
-    elements: the same values in new places, so no two calls see the same contents."""
+    """Write source's contents into the working inputs, keeping their addresses and layout, with
+    the storage rotated by `roll` elements: the same values in new places, so no two calls see
+    the same contents."""
     for w, s in zip(working, source):
         if not isinstance(w, torch.Tensor):
             continue
-        k = roll % w.numel() if w.numel() else 0
-        if k and w.is_contiguous() and s.is_contiguous():
-            flat_w, flat_s = w.view(-1), s.reshape(-1)
-            flat_w[: flat_w.numel() - k].copy_(flat_s[k:])
-            flat_w[flat_w.numel() - k :].copy_(flat_s[:k])
-        else:
+        if w.stride() != s.stride() or w.shape != s.shape:
             w.copy_(s)
+            continue
+        raw_w, raw_s = _raw(w), _raw(s)
+        k = roll % raw_w.numel() if raw_w.numel() else 0
+        raw_w[: raw_w.numel() - k].copy_(raw_s[k:])
+        raw_w[raw_w.numel() - k :].copy_(raw_s[:k])
 
 
 class _Runner:

@@ -1,7 +1,8 @@
-"""GPU figures for docs/benchmarks.md: turnaround per platform (new and cached source), timing
+"""Figures for docs/benchmarks.md: turnaround per platform (new and cached source), timing
 repeatability across fresh worker processes, and the harness's time against triton's do_bench.
 
-Run on the GPU machine from the repository root: python3 benchmarks/gpu_report.py OUT.json
+From the repository root: `python3 benchmarks/report.py OUT.json` on the GPU machine (cuda and
+triton), `python3 benchmarks/report.py OUT.json --cpu` on a CPU machine (turnaround only).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from harness.config import compose, instantiate
 from harness.evaluate import EvalSettings, Evaluator
 from harness.tasks import load_reference_module, resolve_one
 
-CANDIDATES = Path(__file__).resolve().parents[1] / "tests" / "gpu"
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+CANDIDATES = TESTS / "gpu"
 
 
 def variant(source: str, platform: str, i: int) -> str:
@@ -50,7 +52,7 @@ def turnaround(platform: str, name: str, task_id: str, root: Path, n: int = 5) -
     start = time.perf_counter()
     ev.reference(task)
     reference_s = time.perf_counter() - start
-    source = (CANDIDATES / name).read_text()
+    source = (CANDIDATES / name if platform != "cpu" else TESTS / "candidates" / name).read_text()
     fresh = [ev.evaluate(task, variant(source, platform, i)) for i in range(n)]
     cached = [ev.evaluate(task, variant(source, platform, 0)) for _ in range(n)]
     for r in fresh + cached:
@@ -98,6 +100,17 @@ def do_bench_reference(task_id: str, candidates: dict[str, str]) -> dict:
         }
 
 
+def cpu_main(out: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        root.chmod(0o711)
+        report = {"cpu": turnaround("cpu", "rmsnorm_cpp.py", "rmsnorm_qwen", root, n=5), "torch": torch.__version__}
+    Path(out).write_text(json.dumps(report, indent=1))
+    t = report["cpu"]
+    print(f"cpu new {[round(x, 2) for x in t['new_source_wall_s']]} cached {[round(x, 2) for x in t['cached_wall_s']]}")
+    print("phases new", t["new_source_phases"], "cached", t["cached_phases"])
+
+
 def main(out: str) -> None:
     report: dict = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "turnaround": []}
 
@@ -142,4 +155,4 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    (cpu_main if "--cpu" in sys.argv else main)(sys.argv[1])

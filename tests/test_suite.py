@@ -13,29 +13,24 @@ REPO = Path(__file__).resolve().parents[1]
 RMSNORM_KERNEL = REPO / "tests" / "candidates" / "rmsnorm_cpp.py"
 
 
+def user_env(**env: str) -> dict[str, str]:
+    """This environment less any API key and MLflow store, plus env."""
+    environment = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "MLFLOW_TRACKING_URI"}
+    return {**environment, **env}
+
+
 def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
     cwd.chmod(0o711)  # workers run as nobody under root and must pass through
-    environment = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "MLFLOW_TRACKING_URI"}
-    environment.update(env)
-    return subprocess.run(args, cwd=cwd, env=environment, capture_output=True, text=True, timeout=900)
+    return subprocess.run(args, cwd=cwd, env=user_env(**env), capture_output=True, text=True, timeout=900)
+
+
+def suite_command(*options: str) -> list[str]:
+    pytest_suite = [sys.executable, "-m", "pytest", str(REPO / "suite"), "-p", "no:cacheprovider"]
+    return [*pytest_suite, "--override", "evaluate.budget_ms=50", *options]
 
 
 def suite(cwd: Path, *options: str, **env: str) -> subprocess.CompletedProcess:
-    return run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(REPO / "suite"),
-            "-p",
-            "no:cacheprovider",
-            "--override",
-            "evaluate.budget_ms=50",
-            *options,
-        ],
-        cwd,
-        **env,
-    )
+    return run(suite_command(*options), cwd, **env)
 
 
 def forgebench(cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -113,20 +108,13 @@ def test_kill_9_then_the_same_command_resumes_every_tree(tmp_path):
 
     tmp_path.chmod(0o711)
     options = ["--agent=mcts", "--tasks=rmsnorm_qwen", "--rounds=4", "--override", "run_dir=resumable"]
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        str(REPO / "suite"),
-        "-p",
-        "no:cacheprovider",
-        "--override",
-        "evaluate.budget_ms=20",
-        *options,
-    ]
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     victim = subprocess.Popen(
-        command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        suite_command(*options),
+        cwd=tmp_path,
+        env=user_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     tree = tmp_path / "resumable" / "tasks" / "rmsnorm_qwen" / "tree.jsonl"
     deadline = time.monotonic() + 300

@@ -259,3 +259,15 @@ def test_a_failed_analyst_call_is_recorded_and_the_generator_goes_on(tmp_path, e
 def test_a_missing_or_malformed_profile_reads_as_a_sentence(profile):
     text = profile_table(profile)
     assert text.startswith("No profile (") and "|" not in text
+
+
+def test_wall_budget_counts_the_persisted_rounds_so_a_resume_keeps_counting(tmp_path):
+    from harness.agents.base import Budget
+    from harness.agents.tree import Node, SearchTree
+
+    tree = SearchTree(tmp_path / "tree.jsonl")
+    for i in range(2):
+        tree.add(Node(i, None, "new", f"p{i}", f"r{i}", None, None, wall_s=0.6))
+    budget = Budget(rounds=10, wall_s=1.0)
+    assert budget.exhausted(SearchTree(tmp_path / "tree.jsonl")) == "wall_s"
+    assert Budget(rounds=10, wall_s=2.0).exhausted(tree) is None

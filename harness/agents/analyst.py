@@ -127,8 +127,7 @@ class Analyst:
 
     def run(self, ctx: AgentContext) -> AgentOutcome:
         ctx = replace(ctx, evaluator=_Profiling(ctx.evaluator))
-        started = time.monotonic()
-        while (reason := ctx.budget.exhausted(ctx.tree, started)) is None:
+        while (reason := ctx.budget.exhausted(ctx.tree)) is None:
             action, parent = next_step(ctx.tree, self.max_repairs)
             advice = ""
             if action == "refine":

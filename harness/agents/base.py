@@ -23,8 +23,9 @@ class Budget:
     tokens: int | None = None
     wall_s: float | None = None
 
-    def exhausted(self, tree: SearchTree, started: float) -> str | None:
-        """The name of the first budget used up, or None while all remain."""
+    def exhausted(self, tree: SearchTree) -> str | None:
+        """The name of the first budget used up, or None while all remain. Every figure comes
+        from the persisted tree, so a resumed search keeps counting where it stopped."""
         totals = tree.totals()
         if totals["llm_calls"] >= self.rounds:
             return "rounds"
@@ -32,7 +33,7 @@ class Budget:
             return "usd"
         if self.tokens is not None and totals["tokens_in"] + totals["tokens_out"] >= self.tokens:
             return "tokens"
-        if self.wall_s is not None and time.monotonic() - started >= self.wall_s:
+        if self.wall_s is not None and sum(n.wall_s for n in tree.nodes) >= self.wall_s:
             return "wall_s"
         return None
 

@@ -6,8 +6,6 @@ different answers rather than one answer N times.
 
 from __future__ import annotations
 
-import time
-
 from harness.agents.base import AgentContext, AgentOutcome, expand
 
 
@@ -15,7 +13,6 @@ class BestOfN:
     name = "bestofn"
 
     def run(self, ctx: AgentContext) -> AgentOutcome:
-        started = time.monotonic()
-        while (reason := ctx.budget.exhausted(ctx.tree, started)) is None:
+        while (reason := ctx.budget.exhausted(ctx.tree)) is None:
             expand(ctx, "new", None)
         return AgentOutcome(ctx.tree.best(), reason, ctx.tree)

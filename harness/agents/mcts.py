@@ -8,7 +8,6 @@ resumed search continues exactly where it stopped.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 from harness.agents.base import AgentContext, AgentOutcome, expand
@@ -24,8 +23,7 @@ class MCTS:
     name: str = "mcts"
 
     def run(self, ctx: AgentContext) -> AgentOutcome:
-        started = time.monotonic()
-        while (reason := ctx.budget.exhausted(ctx.tree, started)) is None:
+        while (reason := ctx.budget.exhausted(ctx.tree)) is None:
             parent = self.select(ctx.tree)
             action = "new" if parent is None else ("refine" if parent.correct else "repair")
             expand(ctx, action, parent)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from harness.agents.base import AgentContext, AgentOutcome, expand
 
 
@@ -11,7 +9,6 @@ class OneShot:
     name = "oneshot"
 
     def run(self, ctx: AgentContext) -> AgentOutcome:
-        started = time.monotonic()
-        if not ctx.tree.nodes and not ctx.budget.exhausted(ctx.tree, started):
+        if not ctx.tree.nodes and not ctx.budget.exhausted(ctx.tree):
             expand(ctx, "new", None)
         return AgentOutcome(ctx.tree.best(), "done", ctx.tree)

@@ -5,7 +5,6 @@ The next step is read from the tree alone, so a resumed run continues where it s
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from harness.agents.base import AgentContext, AgentOutcome, expand
@@ -40,7 +39,6 @@ class Refine:
     name: str = "refine"
 
     def run(self, ctx: AgentContext) -> AgentOutcome:
-        started = time.monotonic()
-        while (reason := ctx.budget.exhausted(ctx.tree, started)) is None:
+        while (reason := ctx.budget.exhausted(ctx.tree)) is None:
             expand(ctx, *next_step(ctx.tree, self.max_repairs))
         return AgentOutcome(ctx.tree.best(), reason, ctx.tree)

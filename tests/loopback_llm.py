@@ -10,14 +10,23 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class LoopbackLLM:
     """Serves /v1/chat/completions; answers with `answer(messages)`, records every request."""
 
-    def __init__(self, answer, prompt_tokens: int = 1000, completion_tokens: int = 500):
-        self.answer, self.requests = answer, []
+    def __init__(self, answer, prompt_tokens: int = 1000, completion_tokens: int = 500, rate_limited: int = 0):
+        """rate_limited: how many requests are answered 429 before the server starts answering."""
+        self.answer, self.requests, self.rate_limited = answer, [], rate_limited
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 owner.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+                if len(owner.requests) <= owner.rate_limited:
+                    error = json.dumps({"error": {"message": "rate limited", "type": "rate_limit_error"}}).encode()
+                    self.send_response(429)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(error)))
+                    self.end_headers()
+                    self.wfile.write(error)
+                    return
                 payload = json.dumps(
                     {
                         "id": f"chatcmpl-{len(owner.requests)}",

@@ -32,6 +32,41 @@ def test_real_http_call_counts_tokens_and_prices_them(monkeypatch):
     assert completion.cost_usd == pytest.approx(1000 * 1e-6 + 500 * 2e-6)
 
 
+def test_rate_limits_are_retried_with_backoff_over_real_http(monkeypatch):
+    import time
+
+    monkeypatch.setenv("LOOPBACK_KEY", "loopback-secret")
+    with LoopbackLLM(lambda messages: ANSWER, rate_limited=2) as server:
+        model = LiteLLMModel(
+            name="openai/loopback-coder",
+            api_base=server.api_base,
+            api_key_env="LOOPBACK_KEY",
+            num_retries=3,
+            retry_after_s=0.2,
+        )
+        started = time.monotonic()
+        completion = model.complete(MESSAGES)
+        waited = time.monotonic() - started
+    assert len(server.requests) == 3  # two 429s, then the answer
+    assert extract_code(completion.text) is not None
+    assert waited >= 0.2  # it backed off rather than hammering the server
+
+
+def test_retries_give_up_as_a_model_call_error(monkeypatch):
+    monkeypatch.setenv("LOOPBACK_KEY", "loopback-secret")
+    with LoopbackLLM(lambda messages: ANSWER, rate_limited=10) as server:
+        model = LiteLLMModel(
+            name="openai/loopback-coder",
+            api_base=server.api_base,
+            api_key_env="LOOPBACK_KEY",
+            num_retries=1,
+            retry_after_s=0.1,
+        )
+        with pytest.raises(ModelCallError, match="RateLimit"):
+            model.complete(MESSAGES)
+    assert len(server.requests) == 2
+
+
 def test_missing_key_is_one_sentence_naming_the_variable(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(ForgeBenchError, match="OPENAI_API_KEY") as info:

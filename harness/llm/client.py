@@ -18,10 +18,12 @@ class LiteLLMModel:
     max_tokens: int = 8192
     timeout_s: float = 300.0
     num_retries: int = 3
+    retry_after_s: float = 1.0  # the least wait before a retry; litellm backs off further
     # Per-token prices (USD) for models litellm's price map does not know, e.g. a local server.
     input_cost_per_token: float | None = None
     output_cost_per_token: float | None = None
     extra: dict = field(default_factory=dict)  # passed to litellm.completion as is (e.g. mock_response)
+    _router_instance: object = field(default=None, init=False, repr=False)
 
     def _litellm(self):
         import litellm
@@ -61,19 +63,32 @@ class LiteLLMModel:
                 f"model '{self.name}' needs {missing} in the environment; export it, or run with --model offline."
             )
 
+    def _router(self, litellm):
+        """litellm's Router retries rate limits, timeouts and server errors with backoff (the
+        global litellm.num_retries is reset after a failure, so it cannot be relied on)."""
+        if self._router_instance is None:
+            params = {
+                "model": self.name,
+                "api_base": self.api_base,
+                "api_key": self._api_key(),
+                "timeout": self.timeout_s,
+            }
+            self._router_instance = litellm.Router(
+                model_list=[{"model_name": self.name, "litellm_params": params}],
+                num_retries=self.num_retries,
+                retry_after=self.retry_after_s,
+            )
+        return self._router_instance
+
     def complete(self, messages: list[dict[str, str]]) -> Completion:
         litellm = self._litellm()
         started = time.monotonic()
         try:
-            response = litellm.completion(
+            response = self._router(litellm).completion(
                 model=self.name,
                 messages=messages,
-                api_base=self.api_base,
-                api_key=self._api_key(),
                 temperature=self.temperature,
                 max_tokens=self.max_tokens,
-                timeout=self.timeout_s,
-                num_retries=self.num_retries,
                 **self.extra,
             )
         except (

@@ -62,6 +62,7 @@ class SuiteRun:
             Path(cfg.cache_dir),
         )
         self.recorder = Recorder(cfg.tracking_uri, cfg.experiment)
+        self.model.trace_to(cfg.tracking_uri, cfg.experiment)
         self.parent_run_id = self.recorder.start_suite(
             {
                 "agent": self.agent.name,

@@ -75,6 +75,12 @@ def test_suite_through_a_real_http_provider(tmp_path):
     assert "rmsnorm_qwen" in server.requests[0]["body"]["messages"][1]["content"]
     board = forgebench(tmp_path, "leaderboard", "--per-task")
     assert "rmsnorm_qwen" in board.stdout
+    from harness.record import mlflow_client
+
+    client = mlflow_client(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("forgebench")
+    traces = client.search_traces(locations=[experiment.experiment_id])
+    assert len(traces) == 1  # mlflow.litellm.autolog traced the provider call
 
 
 def test_unknown_agent_lists_the_agents(tmp_path):

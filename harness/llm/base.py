@@ -35,6 +35,9 @@ class ChatModel(Protocol):
     def complete(self, messages: list[dict[str, str]]) -> Completion:
         """Answer a chat; a provider failure after retries raises ModelCallError."""
 
+    def trace_to(self, tracking_uri: str, experiment: str) -> None:
+        """Record each provider call as an MLflow trace in that store and experiment."""
+
 
 def extract_code(text: str) -> str | None:
     """The last Python code block of an answer, or None when it has none."""

@@ -80,6 +80,14 @@ class LiteLLMModel:
             )
         return self._router_instance
 
+    def trace_to(self, tracking_uri: str, experiment: str) -> None:
+        """MLflow's litellm autologging: a trace per call, with its prompt, answer and tokens."""
+        import mlflow
+
+        mlflow.set_tracking_uri(tracking_uri)
+        mlflow.set_experiment(experiment)
+        mlflow.litellm.autolog()
+
     def complete(self, messages: list[dict[str, str]]) -> Completion:
         litellm = self._litellm()
         started = time.monotonic()

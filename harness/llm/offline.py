@@ -50,8 +50,12 @@ class Family:
 
     def neighbours(self, point: Point) -> list[Point]:
         """Points that change one choice of `point`, the first choice first."""
-        return [point[:i] + (value,) + point[i + 1:]
-                for i, values in enumerate(self.space.values()) for value in values if value != point[i]]
+        return [
+            point[:i] + (value,) + point[i + 1 :]
+            for i, values in enumerate(self.space.values())
+            for value in values
+            if value != point[i]
+        ]
 
     def describe(self, point: Point) -> str:
         return f"offline {self.name} {json.dumps(dict(zip(self.space, point)))}"
@@ -65,32 +69,63 @@ _SCHEDULE = {"schedule": ("dynamic, 16384", "static")}
 # glibc's expf is exact but scalar: the fallback when the polynomial's accuracy is in doubt.
 _EXP = {"exp": ("poly", "libm")}
 
-FAMILIES: dict[str, Family] = {f.name: f for f in [
-    Family("softmax", "softmax", {**_ROW_REDUCTION, "passes": (3, 2), **_EXP}, axis="last"),
-    Family("rmsnorm", "rmsnorm", {"accumulators": (16, 32, 64, 8), "vector_bits": _VECTOR_BITS},
-           init="hidden", parameters=("weight",)),
-    Family("layernorm", "layernorm", {"stats": ("two_pass", "one_pass"), **_ROW_REDUCTION},
-           init="hidden", parameters=("weight", "bias")),
-    # A group (here 256 KB) outgrows L1, so a second read of it costs more than for a row.
-    Family("groupnorm", "groupnorm", {"stats": ("one_pass", "two_pass"), **_ROW_REDUCTION},
-           init="groups", parameters=("weight", "bias")),
-    Family("silu_and_mul", "silu_and_mul",  # dynamic chunks of 8 rows, for the reason above
-           {"schedule": ("dynamic, 8", "static"), "vector_bits": _VECTOR_BITS, **_EXP},
-           axis="halves"),
-    Family("relu", "elementwise", {**_SCHEDULE, "vector_bits": _VECTOR_BITS},
-           fixed={"op": "relu", "exp": "none"}),
-    *(Family(op, "elementwise", {**_SCHEDULE, "vector_bits": _VECTOR_BITS, **_EXP},
-             fixed={"op": op}) for op in ("sigmoid", "tanh", "silu", "gelu_tanh", "gelu_erf")),
-]}
+FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in [
+        Family("softmax", "softmax", {**_ROW_REDUCTION, "passes": (3, 2), **_EXP}, axis="last"),
+        Family(
+            "rmsnorm",
+            "rmsnorm",
+            {"accumulators": (16, 32, 64, 8), "vector_bits": _VECTOR_BITS},
+            init="hidden",
+            parameters=("weight",),
+        ),
+        Family(
+            "layernorm",
+            "layernorm",
+            {"stats": ("two_pass", "one_pass"), **_ROW_REDUCTION},
+            init="hidden",
+            parameters=("weight", "bias"),
+        ),
+        # A group (here 256 KB) outgrows L1, so a second read of it costs more than for a row.
+        Family(
+            "groupnorm",
+            "groupnorm",
+            {"stats": ("one_pass", "two_pass"), **_ROW_REDUCTION},
+            init="groups",
+            parameters=("weight", "bias"),
+        ),
+        Family(
+            "silu_and_mul",
+            "silu_and_mul",  # dynamic chunks of 8 rows, for the reason above
+            {"schedule": ("dynamic, 8", "static"), "vector_bits": _VECTOR_BITS, **_EXP},
+            axis="halves",
+        ),
+        Family("relu", "elementwise", {**_SCHEDULE, "vector_bits": _VECTOR_BITS}, fixed={"op": "relu", "exp": "none"}),
+        *(
+            Family(op, "elementwise", {**_SCHEDULE, "vector_bits": _VECTOR_BITS, **_EXP}, fixed={"op": op})
+            for op in ("sigmoid", "tanh", "silu", "gelu_tanh", "gelu_erf")
+        ),
+    ]
+}
 
 # Operator lines (or aten ops joined by '+') to families; "gelu" splits on the reference's approximate.
 OPERATORS = {
-    "aten._softmax": "softmax", "aten.softmax": "softmax",
-    "rms_norm": "rmsnorm", "aten.rms_norm": "rmsnorm", "pow+mean+add+rsqrt+mul": "rmsnorm",
-    "aten.native_layer_norm": "layernorm", "aten.layer_norm": "layernorm",
-    "aten.native_group_norm": "groupnorm", "aten.group_norm": "groupnorm",
-    "silu_and_mul": "silu_and_mul", "silu+mul": "silu_and_mul",
-    "aten.gelu": "gelu", "aten.relu": "relu", "aten.sigmoid": "sigmoid", "aten.tanh": "tanh",
+    "aten._softmax": "softmax",
+    "aten.softmax": "softmax",
+    "rms_norm": "rmsnorm",
+    "aten.rms_norm": "rmsnorm",
+    "pow+mean+add+rsqrt+mul": "rmsnorm",
+    "aten.native_layer_norm": "layernorm",
+    "aten.layer_norm": "layernorm",
+    "aten.native_group_norm": "groupnorm",
+    "aten.group_norm": "groupnorm",
+    "silu_and_mul": "silu_and_mul",
+    "silu+mul": "silu_and_mul",
+    "aten.gelu": "gelu",
+    "aten.relu": "relu",
+    "aten.sigmoid": "sigmoid",
+    "aten.tanh": "tanh",
     "aten.silu": "silu",
 }
 
@@ -126,8 +161,10 @@ def _field(prompt: str, name: str) -> str | None:
 
 def parse_task(prompt: str) -> PromptTask | None:
     """The task block of a prompt, or None when the prompt has none."""
-    fields = {name: _field(prompt, name) for name in
-              ("operator", "aten ops", "input shapes", "input dtypes", "init inputs", "platform")}
+    fields = {
+        name: _field(prompt, name)
+        for name in ("operator", "aten ops", "input shapes", "input dtypes", "init inputs", "platform")
+    }
     if any(value is None for value in fields.values()):
         return None
     reference = re.search(r"Reference \(`Model`\):\n```python\n(.*?)\n```", prompt, re.DOTALL)
@@ -140,8 +177,10 @@ def parse_task(prompt: str) -> PromptTask | None:
     return PromptTask(
         operator=fields["operator"],
         aten_ops=[op for op in fields["aten ops"].split(", ") if op != "unknown"],
-        input_shapes=shapes, input_dtypes=[d for d in fields["input dtypes"].strip("[]").split(", ") if d],
-        init_inputs=list(init_inputs), platform=fields["platform"],
+        input_shapes=shapes,
+        input_dtypes=[d for d in fields["input dtypes"].strip("[]").split(", ") if d],
+        init_inputs=list(init_inputs),
+        platform=fields["platform"],
         reference=reference.group(1) if reference else "",
     )
 
@@ -161,8 +200,11 @@ def _softmax_dim(reference: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-_INIT_USAGE = {"none": "no constructor arguments", "hidden": "init inputs [hidden_size, eps]",
-               "groups": "init inputs [num_groups, num_channels, eps] for N, C, ... inputs"}
+_INIT_USAGE = {
+    "none": "no constructor arguments",
+    "hidden": "init inputs [hidden_size, eps]",
+    "groups": "init inputs [num_groups, num_channels, eps] for N, C, ... inputs",
+}
 
 
 def _init_fits(family: Family, shape: list[int], init: list[Any]) -> bool:
@@ -172,16 +214,21 @@ def _init_fits(family: Family, shape: list[int], init: list[Any]) -> bool:
     if family.init == "hidden":
         return 1 <= len(init) <= 2 and init[0] == shape[-1]
     if family.init == "groups":
-        return (2 <= len(init) <= 3 and len(shape) >= 3 and init[1] == shape[1]
-                and isinstance(init[0], int) and init[0] > 0 and shape[1] % init[0] == 0)
+        return (
+            2 <= len(init) <= 3
+            and len(shape) >= 3
+            and init[1] == shape[1]
+            and isinstance(init[0], int)
+            and init[0] > 0
+            and shape[1] % init[0] == 0
+        )
     return not init
 
 
 def unfit_reason(family: Family, task: PromptTask) -> str | None:
     """Why the family's template cannot serve this task, or None when it can."""
     shape = task.input_shapes[0]
-    missing = [p for p in family.parameters
-               if not re.search(rf"self\.{p}\s*=\s*nn\.Parameter", task.reference)]
+    missing = [p for p in family.parameters if not re.search(rf"self\.{p}\s*=\s*nn\.Parameter", task.reference)]
     if missing:
         return f"its template needs the reference to register nn.Parameter {', '.join(missing)}"
     if not _init_fits(family, shape, task.init_inputs):
@@ -227,15 +274,17 @@ def _attempt(family_name: str, params: str, outcome: str) -> Attempt | None:
 def parse_attempts(prompt: str) -> tuple[list[Attempt], Attempt | None]:
     """This model's earlier attempts quoted in a prompt, and the parent being refined (if one of them)."""
     listed = [_attempt(*m.groups()) for m in re.finditer(rf"^- `{_APPROACH}`: (.*)$", prompt, re.MULTILINE)]
-    parent = re.search(rf"^{_PARENT_HEADING}\nIt was evaluated as: (.*)\n\n```python\n# {_APPROACH}$",
-                       prompt, re.MULTILINE)
+    parent = re.search(
+        rf"^{_PARENT_HEADING}\nIt was evaluated as: (.*)\n\n```python\n# {_APPROACH}$", prompt, re.MULTILINE
+    )
     parent_attempt = _attempt(parent.group(2), parent.group(3), parent.group(1)) if parent else None
     attempts = [a for a in [*listed, parent_attempt] if a is not None]
     return attempts, parent_attempt
 
 
-def next_point(family: Family, attempts: list[Attempt], parent: Attempt | None,
-               refining: bool) -> tuple[Point | None, str]:
+def next_point(
+    family: Family, attempts: list[Attempt], parent: Attempt | None, refining: bool
+) -> tuple[Point | None, str]:
     """The point to try next and why: the default first; when refining, an untried neighbour of the
     fastest point seen (else of the parent); otherwise, and once those run out, the space in order."""
     mine = [a for a in attempts if a.family == family.name]
@@ -265,8 +314,12 @@ def _default_eps(task: PromptTask) -> float:
 def render(family: Family, point: Point, task: PromptTask) -> str:
     """The candidate source for one point: the approach line, then the filled template."""
     text = (TEMPLATES_DIR / f"{family.template}.py.tmpl").read_text()
-    values = {**family.fixed, **dict(zip(family.space, point)), "eps": repr(_default_eps(task)),
-              "common": (TEMPLATES_DIR / "common.cpp").read_text().strip()}
+    values = {
+        **family.fixed,
+        **dict(zip(family.space, point)),
+        "eps": repr(_default_eps(task)),
+        "common": (TEMPLATES_DIR / "common.cpp").read_text().strip(),
+    }
     return f"# approach: {family.describe(point)}\n" + Template(text).substitute(values)
 
 
@@ -287,10 +340,12 @@ def advise(prompt: str) -> str:
     measurements = _section_lines(prompt, "## Its measurements")
     profile = [line for line in _section_lines(prompt, "## Its profile") if not set(line) <= set("|-: ")]
     top = profile[1] if len(profile) > 1 else (profile[0] if profile else "no profile entries")
-    return ("Offline analyst (template search, no model of the hardware): "
-            f"measurements: {'; '.join(measurements[:3]) or 'none'}. Largest profile entry: {top}. "
-            "Recommendation: keep the approach and try the neighbouring points of the template's parameter "
-            "space (accumulators, vector width, schedule) that have not been tried yet.")
+    return (
+        "Offline analyst (template search, no model of the hardware): "
+        f"measurements: {'; '.join(measurements[:3]) or 'none'}. Largest profile entry: {top}. "
+        "Recommendation: keep the approach and try the neighbouring points of the template's parameter "
+        "space (accumulators, vector width, schedule) that have not been tried yet."
+    )
 
 
 def answer(prompt: str) -> str:
@@ -299,8 +354,10 @@ def answer(prompt: str) -> str:
         return advise(prompt)
     task = parse_task(prompt)
     if task is None:
-        return ("I found no ForgeBench task block (operator, input shapes, input dtypes, init inputs, "
-                "platform) in this prompt, so I have no kernel to offer.")
+        return (
+            "I found no ForgeBench task block (operator, input shapes, input dtypes, init inputs, "
+            "platform) in this prompt, so I have no kernel to offer."
+        )
     refusal = decline_reason(task)
     if refusal:
         return refusal
@@ -308,10 +365,11 @@ def answer(prompt: str) -> str:
     attempts, parent = parse_attempts(prompt)
     point, why = next_point(family, attempts, parent, refining=_PARENT_HEADING in prompt)
     if point is None:
-        return (f"Every one of the {len(family.points())} points of my {family.name} template has been tried "
-                f"(best: {why}); I have nothing new to propose for {task.operator}.")
-    return (f"This is {why}: `{family.describe(point)}`.\n\n"
-            f"```python\n{render(family, point, task)}```\n")
+        return (
+            f"Every one of the {len(family.points())} points of my {family.name} template has been tried "
+            f"(best: {why}); I have nothing new to propose for {task.operator}."
+        )
+    return f"This is {why}: `{family.describe(point)}`.\n\n```python\n{render(family, point, task)}```\n"
 
 
 class OfflineModel:
@@ -323,10 +381,18 @@ class OfflineModel:
     def check_ready(self) -> None:
         """Nothing to check: no key, no server."""
 
+    def trace_to(self, tracking_uri: str, experiment: str) -> None:
+        """Nothing to trace: no provider is called (transcripts are in the tree's folder)."""
+
     def complete(self, messages: list[dict[str, str]]) -> Completion:
         started = time.monotonic()
         prompt = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), "")
         text = answer(prompt)
-        return Completion(text=text, model=self.name,
-                          tokens_in=sum(len(m.get("content", "")) for m in messages) // 4,
-                          tokens_out=len(text) // 4, cost_usd=0.0, latency_s=time.monotonic() - started)
+        return Completion(
+            text=text,
+            model=self.name,
+            tokens_in=sum(len(m.get("content", "")) for m in messages) // 4,
+            tokens_out=len(text) // 4,
+            cost_usd=0.0,
+            latency_s=time.monotonic() - started,
+        )

@@ -49,8 +49,11 @@ def compile_cuda(source: str, kernel_name: str, options: tuple[str, ...] = ("--u
 class CudaPlatform(Platform):
     def cache_dirs(self, cache_dir: Path) -> dict[str, Path]:
         # torch.compile baselines build Triton kernels too, whatever the platform.
-        return {**super().cache_dirs(cache_dir), "TRITON_CACHE_DIR": cache_dir / "triton",
-                "TORCHINDUCTOR_CACHE_DIR": cache_dir / "inductor"}
+        return {
+            **super().cache_dirs(cache_dir),
+            "TRITON_CACHE_DIR": cache_dir / "triton",
+            "TORCHINDUCTOR_CACHE_DIR": cache_dir / "inductor",
+        }
 
     def unavailable_reason(self) -> str | None:
         if not torch.cuda.is_available():

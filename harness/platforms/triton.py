@@ -12,4 +12,3 @@ class TritonPlatform(CudaPlatform):
         except ImportError:
             return "platform 'triton' needs the triton package; install it beside torch (pip install triton)."
         return super().unavailable_reason()
-

@@ -27,6 +27,8 @@ APPENDED = {
     "caches_by_input_address",
     "forges_result_and_exits",
     "looks_for_api_keys",
+    "patches_timers",
+    "works_after_return",
 }
 # Evaluated by the shared evaluator in the background; each test's name starts with its candidate's.
 BACKGROUND = (
@@ -44,6 +46,8 @@ BACKGROUND = (
     "returns_first_output",
     "caches_by_input_address",
     "forges_result_and_exits",
+    "patches_timers",
+    "works_after_return",
 )
 HANG_TIMEOUT_S = 20
 
@@ -190,3 +194,33 @@ def test_looks_for_api_keys_sees_none_of_the_parents(monkeypatch, task, evaluato
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     result = evaluator.evaluate(task, source("looks_for_api_keys"))
     assert result.verdict == "correct", result.reason
+
+
+def test_patches_timers_is_still_timed_honestly(planted):
+    # The timing module bound its clocks before the candidate loaded.
+    result = planted["patches_timers"].result()
+    assert result.verdict == "correct", result.reason
+    assert result.time_ms > 0.05 and result.speedup_vs_eager < 50
+
+
+def test_works_after_return_is_rejected(planted):
+    result = planted["works_after_return"].result()
+    assert result.verdict == "rejected", result.to_json()
+    assert "after forward returned" in result.reason
+
+
+def test_a_task_whose_reference_output_is_constant_calls_nothing_correct(tmp_path, make_evaluator):
+    tmp_path.chmod(0o711)  # the reference worker runs as nobody under root
+    constant = tmp_path / "zero_times_x.py"
+    constant.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def forward(self, x):\n        return x * 0.0\n\n\n"
+        "def get_inputs():\n    return [torch.randn(256, 256)]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    zeros = (
+        "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n        return torch.zeros_like(x)\n"
+    )
+    result = make_evaluator().evaluate(resolve_one(str(constant)), zeros)
+    assert result.verdict == "rejected", result.to_json()
+    assert "nearly constant" in result.reason

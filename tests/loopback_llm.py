@@ -63,6 +63,13 @@ class LoopbackLLM:
     def api_base(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
+    def model(self, **settings):
+        """A LiteLLMModel pointed at this server, its key read from LOOPBACK_KEY."""
+        from harness.llm.client import LiteLLMModel
+
+        defaults = {"name": "openai/loopback-coder", "api_base": self.api_base, "api_key_env": "LOOPBACK_KEY"}
+        return LiteLLMModel(**{**defaults, **settings})
+
     def __enter__(self) -> LoopbackLLM:
         self.thread.start()
         return self

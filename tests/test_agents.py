@@ -183,14 +183,10 @@ def test_dollar_budget_stops_within_one_call(evaluator, tmp_path, agent, kernel_
 
 @pytest.mark.slow
 def test_analyst_through_a_real_http_provider(evaluator, tmp_path, kernel_answer, monkeypatch):
-    from harness.llm.client import LiteLLMModel
 
     monkeypatch.setenv("LOOPBACK_KEY", "loopback-secret")
     with LoopbackLLM(lambda messages: kernel_answer) as server:
-        model = LiteLLMModel(
-            name="openai/loopback-coder",
-            api_base=server.api_base,
-            api_key_env="LOOPBACK_KEY",
+        model = server.model(
             input_cost_per_token=1e-6,
             output_cost_per_token=2e-6,
             num_retries=0,

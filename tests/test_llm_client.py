@@ -14,10 +14,7 @@ MESSAGES = [{"role": "user", "content": "write a kernel"}]
 def test_real_http_call_counts_tokens_and_prices_them(monkeypatch):
     monkeypatch.setenv("LOOPBACK_KEY", "loopback-secret")
     with LoopbackLLM(lambda messages: ANSWER) as server:
-        model = LiteLLMModel(
-            name="openai/loopback-coder",
-            api_base=server.api_base,
-            api_key_env="LOOPBACK_KEY",
+        model = server.model(
             input_cost_per_token=1e-6,
             output_cost_per_token=2e-6,
             num_retries=0,
@@ -37,10 +34,7 @@ def test_rate_limits_are_retried_with_backoff_over_real_http(monkeypatch):
 
     monkeypatch.setenv("LOOPBACK_KEY", "loopback-secret")
     with LoopbackLLM(lambda messages: ANSWER, rate_limited=2) as server:
-        model = LiteLLMModel(
-            name="openai/loopback-coder",
-            api_base=server.api_base,
-            api_key_env="LOOPBACK_KEY",
+        model = server.model(
             num_retries=3,
             retry_after_s=0.2,
         )
@@ -55,10 +49,7 @@ def test_rate_limits_are_retried_with_backoff_over_real_http(monkeypatch):
 def test_retries_give_up_as_a_model_call_error(monkeypatch):
     monkeypatch.setenv("LOOPBACK_KEY", "loopback-secret")
     with LoopbackLLM(lambda messages: ANSWER, rate_limited=10) as server:
-        model = LiteLLMModel(
-            name="openai/loopback-coder",
-            api_base=server.api_base,
-            api_key_env="LOOPBACK_KEY",
+        model = server.model(
             num_retries=1,
             retry_after_s=0.1,
         )

@@ -16,6 +16,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.evaluate.zygote import NOBODY
+
 # Only these variables reach a worker: nothing that could hold a credential.
 PASSED_ENV = (
     "PATH",
@@ -31,7 +33,6 @@ PASSED_ENV = (
     "TRITON_INTERPRET",
     "LD_LIBRARY_PATH",
 )
-NOBODY = 65534
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"
-
 
 @dataclass
 class Platform:
@@ -25,6 +23,8 @@ class Platform:
 
     def prompt_notes(self) -> str:
         """What a model must know to write a candidate for this platform (prompts are data)."""
+        from harness.prompts import PROMPTS_DIR  # the prompts package imports this module
+
         return (PROMPTS_DIR / f"platform_{self.name}.md").read_text()
 
     def unavailable_reason(self) -> str | None:

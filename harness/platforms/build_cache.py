@@ -8,6 +8,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+
+class CompileError(RuntimeError):
+    """A compiler (g++, NVRTC) rejected the candidate's source; the message is its output."""
+
+
 # Every build in this process, so the worker can report whether the candidate's build was cached.
 BUILDS: list[Build] = []
 

@@ -16,13 +16,9 @@ from pathlib import Path
 
 import torch
 
-from harness.platforms.build_cache import cached_build, content_key
+from harness.platforms.build_cache import CompileError, cached_build, content_key
 
 CXX_FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17")
-
-
-class CompileError(RuntimeError):
-    """The compiler rejected the candidate's source; the message is the compiler's output."""
 
 
 @functools.cache

@@ -14,11 +14,7 @@ from pathlib import Path
 import torch
 
 from harness.platforms.base import Platform
-from harness.platforms.build_cache import cached_build, content_key
-
-
-class CompileError(RuntimeError):
-    """NVRTC rejected the candidate's source; the message is NVRTC's log."""
+from harness.platforms.build_cache import CompileError, cached_build, content_key
 
 
 def compile_cuda(source: str, kernel_name: str, options: tuple[str, ...] = ("--use_fast_math",)):

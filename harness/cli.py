@@ -98,14 +98,15 @@ def _capture(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else TASKS_ROOT
     command = " ".join(
         ["forgebench capture", f"--model {args.model}", f"--device {device.type}", f"--out {out}"]
-        + [f"--min-share {args.min_share}", f"--budget-ms {args.budget_ms}"]
+        + [f"--coverage {args.coverage}", f"--min-share {args.min_share}", f"--budget-ms {args.budget_ms}"]
         + [f"--{k} {v}" for k, v in (("name", args.name), ("dtype", args.dtype)) if v]
         + [f"--override {o}" for o in args.override]
     )
     settings = ReplaySettings(budget_ms=args.budget_ms, warmup_ms=args.budget_ms / 5)
-    result, manifest = capture(workload, device, out, args.min_share, settings, command, progress=print)
+    result, manifest = capture(workload, device, out, args.min_share, args.coverage, settings, command, progress=print)
     print(
-        f"{len(result.tasks)} tasks from {result.calls} calls in {len(result.groups)} groups, covering "
+        f"{len(result.tasks)} tasks and {len(result.fused_tasks)} fused tasks from {result.calls} calls "
+        f"in {len(result.groups)} groups, covering "
         f"{result.coverage:.1%} of {result.total_ms:.4g} ms replayed on {device.type}; {manifest}"
     )
     return 0
@@ -149,7 +150,12 @@ def parser() -> argparse.ArgumentParser:
     cap.add_argument("--model", required=True, help="built-in (conf/capture/: resnet50, qwen35, ...) or module:factory")
     cap.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda when present, else cpu")
     cap.add_argument("--out", default=None, help="tasks root; writes OUT/<model>/ (default: tasks/)")
-    cap.add_argument("--min-share", type=float, default=0.01, help="least share of the model's time for a task")
+    cap.add_argument(
+        "--coverage", type=float, default=0.9, help="tasks are taken costliest first until they cover this share"
+    )
+    cap.add_argument(
+        "--min-share", type=float, default=0.001, help="least share of the model's time for a task (fused or not)"
+    )
     cap.add_argument("--budget-ms", type=float, default=100.0, help="time spent timing each call group")
     cap.add_argument("--dtype", default=None, help="override the dtype (default: the entry's, per device)")
     cap.add_argument("--name", default=None, help="source name for module:factory (default: the module's name)")

@@ -30,6 +30,7 @@ TASK_FIELDS: dict[str, type | tuple[type, ...]] = {
     "bytes_moved": (int, float),
     "flops": (int, float),
     "fused": bool,
+    "members": list,
     "tags": list,
 }
 REQUIRED_FIELDS = ("id", "operator")
@@ -53,6 +54,7 @@ class Task:
     bytes_moved: float | None = None
     flops: float | None = None
     fused: bool = False
+    members: list = field(default_factory=list)  # a fused task's ATen calls, in order
     tags: list = field(default_factory=list)
 
     @property

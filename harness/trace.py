@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from harness.evaluate.checks import ALLOWED_OPS, OpRecorder
+from harness.evaluate.checks import ALLOWED_OPS, COPIES, OpRecorder
 from harness.tasks import Task, load_reference_module
 
 
@@ -52,6 +52,8 @@ def _signature(reference_path: Path) -> Signature:
         for op in recorder.ops:
             if op not in ALLOWED_OPS and op not in ops:
                 ops.append(op)
+        if not ops:  # a cast or layout copy is the task itself
+            ops = [op.rstrip("_") for op in recorder.ops if op.rstrip("_") in COPIES][:1]
     except (NotImplementedError, RuntimeError):
         ops = []  # an op without a meta kernel: the operator stays unknown, nothing else is lost
     return Signature([s for s, _ in described if s is not None], [d for _, d in described], init_inputs, ops)

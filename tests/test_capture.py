@@ -12,12 +12,14 @@ import torch
 import yaml
 
 from harness.capture import costs
-from harness.capture.emit import reference_source
+from harness.capture.emit import fused_operator, fused_reference_source, reference_source
+from harness.capture.fusion import EPILOGUES, NORM_CHAINS, FusionTracker
 from harness.capture.record import CallRecorder
 from harness.cli import main
-from harness.evaluate.checks import ALLOWED_OPS
+from harness.evaluate.checks import ALLOWED_OPS, COPIES
 from harness.tasks import discover, load_reference_module, load_task_dir
 from harness.trace import signature
+from tests.capture_fixture_model import HIDDEN, RMSNorm
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = "tests.capture_fixture_model:build"
@@ -34,7 +36,7 @@ def forgebench(*args: str) -> subprocess.CompletedProcess:
 def captured(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("captured")
     # Every group becomes a task, however a loaded 2-core machine skews the timings.
-    args = ["--device", "cpu", "--out", str(out), "--budget-ms", "10", "--min-share", "0.0001"]
+    args = ["--device", "cpu", "--out", str(out), "--budget-ms", "10", "--min-share", "0.0001", "--coverage", "1"]
     run = forgebench("capture", "--model", FIXTURE, *args)
     assert run.returncode == 0, run.stderr
     return out
@@ -47,7 +49,8 @@ def manifest_of(out: Path) -> dict:
 def test_task_folders_load_and_are_discovered(captured):
     manifest = manifest_of(captured)
     ids = {t["id"] for t in manifest["tasks"]}
-    assert ids and {t.id for t in discover(captured)} == ids
+    fused = {t["id"] for t in manifest["fused_tasks"]}
+    assert ids and fused and {t.id for t in discover(captured)} == ids | fused
     for task_id in ids:
         task = load_task_dir(captured / MODEL / task_id)
         assert task.source == MODEL and task.operator.startswith("aten.") and not task.fused
@@ -57,6 +60,8 @@ def test_task_folders_load_and_are_discovered(captured):
 def test_each_reference_makes_the_recorded_call_at_its_shapes(captured):
     expected = {t["id"]: t["output_shapes"] for t in manifest_of(captured)["tasks"]}
     for task in discover(captured):
+        if task.fused:
+            continue
         module = load_reference_module(task.reference_path, f"capture_{task.id}")
         inputs = module.get_inputs()
         assert [list(x.shape) for x in inputs] == task.shapes, task.id
@@ -79,7 +84,7 @@ def test_transposed_weights_keep_their_strides(captured):
 def test_shares_sum_to_one_and_coverage_is_the_tasks_share(captured):
     manifest = manifest_of(captured)
     assert sum(op["time_share"] for op in manifest["top_operators"]) == pytest.approx(1.0, abs=1e-4)
-    task_shares = [t.time_share for t in discover(captured)]
+    task_shares = [t.time_share for t in discover(captured) if not t.fused]
     assert manifest["coverage"] == pytest.approx(sum(task_shares), abs=1e-4)
     assert manifest["coverage"] + manifest["not_tasks_share"] == pytest.approx(1.0, abs=0.02)
     assert all(s >= manifest["min_share"] for s in task_shares)
@@ -89,7 +94,7 @@ def test_shares_sum_to_one_and_coverage_is_the_tasks_share(captured):
 
 
 def test_identical_calls_of_repeated_layers_are_grouped(captured):
-    counts = {t.operator: t.call_count for t in discover(captured)}
+    counts = {t.operator: t.call_count for t in discover(captured) if not t.fused}
     assert counts["aten.native_layer_norm"] == 2  # one group for both blocks' norms
     assert counts["aten.gelu"] == 2
     assert manifest_of(captured)["calls"] > manifest_of(captured)["groups"]
@@ -97,7 +102,8 @@ def test_identical_calls_of_repeated_layers_are_grouped(captured):
 
 def test_views_and_allocations_are_not_tasks(captured):
     for task in discover(captured):
-        assert task.operator.removeprefix("aten.") not in ALLOWED_OPS
+        op = task.operator.removeprefix("aten.")
+        assert op not in ALLOWED_OPS or op in COPIES, task.id  # a cast moves data: it is a task
     recorded = {op["operator"] for op in manifest_of(captured)["top_operators"]}
     assert not recorded & {"aten.view", "aten.t", "aten.transpose", "aten.expand"}  # views are never recorded
 
@@ -115,7 +121,8 @@ def test_recapture_replaces_the_previous_tasks(captured, tmp_path, capsys):
     assert main([*argv, "--min-share", "0.1"]) == 0  # of ten groups, at least one has a tenth
     after = {t.id for t in discover(tmp_path)}
     assert after and after < before  # a stricter threshold keeps fewer, and the others are gone
-    assert after == {t["id"] for t in manifest_of(tmp_path)["tasks"]}
+    listed = manifest_of(tmp_path)
+    assert after == {t["id"] for t in listed["tasks"] + listed["fused_tasks"]}
 
 
 @pytest.mark.parametrize(
@@ -157,7 +164,10 @@ def test_in_place_calls_become_out_of_place_tasks():
     assert str(group.op) == "aten.add.Tensor" and group.why_not_task() is None
     assert "torch.ops.aten.add.Tensor(x0, 1.0)" in reference_source("m", group)
     (copy,) = _record(lambda x, y: x[:, :2].copy_(y), torch.randn(4, 4), torch.randn(4, 2))
-    assert str(copy.op) == "aten.copy.default" and copy.why_not_task() == "allocation, copy or metadata"
+    assert str(copy.op) == "aten.copy.default" and copy.why_not_task() is None  # a copy into a slice moves data
+    assert costs.category(copy) == "copy"
+    (empty,) = _record(lambda x: torch.empty_like(x), torch.randn(4, 4))
+    assert empty.why_not_task() == "allocation or metadata"
 
 
 def test_flops_and_bytes_are_lower_bounds():
@@ -167,3 +177,70 @@ def test_flops_and_bytes_are_lower_bounds():
     (gather,) = _record(torch.nn.functional.embedding, torch.tensor([[1, 2, 3]]), table)
     written = 3 * 16 * 4
     assert costs.bytes_moved(gather) == 3 * 8 + written + written  # indices, rows taken, output
+
+
+def _fused(fn, *args) -> list:
+    trackers = tuple(FusionTracker(costs.category, rule) for rule in (NORM_CHAINS, EPILOGUES))
+    with torch.no_grad(), CallRecorder(trackers):
+        expected = fn(*args)
+    return [f for t in trackers for f in t.groups.values()], expected
+
+
+def _run_reference(source: str, tensors: list) -> torch.Tensor:
+    namespace: dict = {}
+    exec(compile(source, "<fused reference>", "exec"), namespace)
+    with torch.no_grad():
+        return namespace["Model"]()(*tensors)
+
+
+def test_a_norm_written_as_torch_ops_becomes_one_fused_task_that_computes_it():
+    norm = RMSNorm()
+    norm.weight.data = torch.randn(HIDDEN)
+    x = torch.randn(3, 5, HIDDEN).to(torch.bfloat16)
+    (fused,), expected = _fused(norm, x)
+    assert fused.ops == ["_to_copy", "pow", "mean", "add", "rsqrt", "mul", "_to_copy", "mul"]
+    assert [list(s.shape) for s in fused.externals] == [[3, 5, HIDDEN], [HIDDEN]]
+    assert fused_operator(fused) == "pow+mean+add+rsqrt+mul"  # as a trace of the task names it
+    # The emitted reference, fed the very tensors the model saw, returns what the model returned.
+    source = fused_reference_source("m", fused)
+    torch.testing.assert_close(_run_reference(source, [x, norm.weight]), expected, rtol=0, atol=0)
+
+
+def test_a_matmul_epilogue_is_fused_and_ends_where_a_norm_begins():
+    linear, gelu = torch.nn.Linear(8, 16), torch.nn.GELU(approximate="tanh")
+    x = torch.randn(4, 8)
+
+    def block(x):
+        h = gelu(linear(x)) * 2.0
+        return h.pow(2).mean(-1)  # a reduction: not epilogue work
+
+    fused, _ = _fused(block, x)
+    assert sorted(tuple(f.ops) for f in fused) == [("addmm", "gelu", "mul"), ("gelu", "mul", "pow", "mean")]
+    epilogue = next(f for f in fused if f.ops[0] == "addmm")
+    assert epilogue.ops == ["addmm", "gelu", "mul"]
+    got = _run_reference(fused_reference_source("m", epilogue), [linear.bias, x, linear.weight.t()])
+    torch.testing.assert_close(got, gelu(linear(x)) * 2.0, rtol=0, atol=0)
+
+
+def test_fused_tasks_load_and_trace_to_their_operator(captured):
+    listed = {t["id"]: t for t in manifest_of(captured)["fused_tasks"]}
+    fused = [t for t in discover(captured) if t.fused]
+    assert {t.id for t in fused} == set(listed)
+    norms = [t for t in fused if "norm" in t.tags and "rsqrt" in t.operator]
+    assert norms, [t.operator for t in fused]  # the fixture's RMSNorm, written as torch ops
+    for task in fused:
+        assert signature(task).operator == task.operator, task.id
+        assert task.members == listed[task.id]["members"] and len(task.members) >= 2
+        module = load_reference_module(task.reference_path, f"fused_{task.id}")
+        with torch.no_grad():
+            out = module.Model()(*module.get_inputs())
+        assert torch.isfinite(out.float()).all(), task.id
+
+
+def test_coverage_target_takes_the_costliest_groups_until_it_is_met(tmp_path):
+    argv = ["capture", "--model", FIXTURE, "--device", "cpu", "--out", str(tmp_path), "--budget-ms", "5"]
+    assert main([*argv, "--min-share", "0.0001", "--coverage", "0.5"]) == 0
+    manifest = manifest_of(tmp_path)
+    shares = [t["time_share"] for t in manifest["tasks"]]
+    assert manifest["coverage"] >= 0.5 > manifest["coverage"] - min(shares)  # the last task was needed
+    assert len(shares) < manifest["groups"]

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import torch
 
-from harness.capture.emit import write_task
+from harness.capture import costs
+from harness.capture.emit import write_fused_task, write_task
+from harness.capture.fusion import EPILOGUES, NORM_CHAINS, FusionTracker
 from harness.capture.manifest import CaptureResult, manifest, previous_task_ids, write_manifest
 from harness.capture.record import CallRecorder
 from harness.capture.replay import ReplaySettings, time_groups, time_workload
@@ -26,24 +28,28 @@ def record_and_time(
     """Run one recorded forward, then time every group and (unrecorded) the whole forward."""
     with torch.no_grad():
         progress(f"recording one forward of {workload.name} on {device}")
-        with CallRecorder() as recorder:
+        trackers = tuple(FusionTracker(costs.category, rule) for rule in (NORM_CHAINS, EPILOGUES))
+        with CallRecorder(trackers) as recorder:
             workload.run()
         groups = sorted(recorder.groups.values(), key=lambda g: g.name)
-        progress(f"{recorder.calls} calls in {len(groups)} groups")
+        fused = [f for tracker in trackers for f in tracker.groups.values()]
+        progress(f"{recorder.calls} calls in {len(groups)} groups; {len(fused)} fused regions")
         time_groups(groups, device, settings, progress)
         model_ms = time_workload(workload.run, device, settings)
-    return CaptureResult(workload.name, device, groups, recorder.calls, model_time_ms=model_ms)
+    return CaptureResult(workload.name, device, groups, recorder.calls, fused=fused, model_time_ms=model_ms)
 
 
-def emit(result: CaptureResult, folder: Path, min_share: float) -> None:
-    """Replace the folder's previous capture with a task per group at or above min_share."""
+def emit(result: CaptureResult, folder: Path, min_share: float, coverage: float) -> None:
+    """Replace the folder's previous capture: a task per group, costliest first, while the tasks
+    cover less than `coverage` of the time and the group has at least `min_share` of it; then a
+    fused task per fused region with at least `min_share`."""
     for old in previous_task_ids(folder):
         if (folder / old / "task.yaml").is_file():
             shutil.rmtree(folder / old)
     device = result.device.type
     for group in sorted(result.groups, key=lambda g: -g.total_ms):
         share = result.share(group)
-        if share < min_share or share == 0.0:
+        if share < min_share or share == 0.0 or result.coverage >= coverage:
             break
         why = group.why_not_task()
         if why:
@@ -53,6 +59,14 @@ def emit(result: CaptureResult, folder: Path, min_share: float) -> None:
             result.tasks[write_task(folder, result.model, group, share, device)] = group
         except ForgeBenchError as exc:
             result.skipped.append((group, str(exc)))
+    for fused in sorted(result.fused, key=lambda f: -f.total_ms):
+        share = result.share(fused)
+        if share < min_share or share == 0.0:
+            break
+        try:
+            result.fused_tasks[write_fused_task(folder, result.model, fused, share, device)] = fused
+        except ForgeBenchError as exc:
+            result.skipped.append((fused.last, f"fused region: {exc}"))
 
 
 def capture(
@@ -60,20 +74,23 @@ def capture(
     device: torch.device,
     out: Path,
     min_share: float,
+    coverage: float,
     settings: ReplaySettings,
     command: str,
     progress: Callable[[str], None] = lambda _: None,
 ) -> tuple[CaptureResult, Path]:
     """Capture a workload into out/<model>/: task folders and manifest.yaml."""
     if not 0.0 < min_share < 1.0:
-        raise ForgeBenchError(f"--min-share {min_share} is outside (0, 1); give a share such as 0.01.")
+        raise ForgeBenchError(f"--min-share {min_share} is outside (0, 1); give a share such as 0.001.")
+    if not 0.0 < coverage <= 1.0:
+        raise ForgeBenchError(f"--coverage {coverage} is outside (0, 1]; give a share of time such as 0.9.")
     result = record_and_time(workload, device, settings, progress)
     if not result.total_ms:
         reasons = {g.untimed for g in result.groups if g.untimed} or {"the forward made no ATen call"}
         raise ForgeBenchError(f"capture of {workload.name}: no call could be replayed and timed ({min(reasons)}).")
     folder = out / workload.name
     folder.mkdir(parents=True, exist_ok=True)
-    emit(result, folder, min_share)
+    emit(result, folder, min_share, coverage)
     timing = {"budget_ms": settings.budget_ms, "warmup_ms": settings.warmup_ms, "input_sets": settings.input_sets}
-    path = write_manifest(folder, manifest(result, command, workload.settings, min_share, timing))
+    path = write_manifest(folder, manifest(result, command, workload.settings, (min_share, coverage), timing))
     return result, path

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from harness.capture.record import CallGroup, TensorSpec
+from harness.evaluate.checks import COPIES
 
 # Matmul-like ops: the argument whose last dimension is the reduction length K.
 # FLOPs = 2 * numel(output) * K (one multiply and one add per term).
@@ -113,11 +114,16 @@ def flops(group: CallGroup) -> tuple[int, str]:
     return largest, "elements of the largest tensor read or written (about one operation per element)"
 
 
+_SOFTMAX = frozenset(["_softmax", "_log_softmax", "softmax", "log_softmax"])
+
+
 def category(group: CallGroup) -> str:
-    """A tag for the kind of work: matmul, convolution, attention, norm, elementwise, reduction, other."""
+    """A tag for the kind of work: matmul, convolution, attention, norm, softmax, copy, elementwise,
+    reduction, other."""
     name = group.op.overloadpacket.__name__
     named = {"convolution": "convolution", **dict.fromkeys(_MATMUL_K_ARG, "matmul")}
     named |= dict.fromkeys(_ATTENTION, "attention") | dict.fromkeys(_NORMS, "norm")
+    named |= dict.fromkeys(_SOFTMAX, "softmax") | dict.fromkeys(COPIES, "copy")
     if name in named:
         return named[name]
     if torch.Tag.pointwise in group.op.tags:

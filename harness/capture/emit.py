@@ -12,8 +12,10 @@ import torch
 import yaml
 
 from harness.capture import costs, inputs
+from harness.capture.fusion import FusedGroup
 from harness.capture.record import CallGroup, TensorSpec, ValueRange
 from harness.errors import ForgeBenchError
+from harness.evaluate.checks import ALLOWED_OPS
 
 _REFERENCE = '''"""{doc}"""
 
@@ -22,7 +24,7 @@ import torch.nn as nn
 
 
 class Model(nn.Module):
-    """{op} exactly as {model} calls it ({count} calls with these arguments)."""
+    """{what}"""
 
     def __init__(self):
         super().__init__()
@@ -74,6 +76,7 @@ def literal(value: Any, names: list[str]) -> str:
 
 
 def _call_source(group: CallGroup, names: list[str]) -> str:
+    """The call with each tensor argument named, in the order of group.inputs."""
     pending = list(names)
     parts = [literal(a, pending) for a in group.args] + [f"{k}={literal(v, pending)}" for k, v in group.kwargs]
     op = group.op
@@ -106,19 +109,60 @@ def _input_line(spec: TensorSpec, values: ValueRange) -> str:
     return f"        draw({', '.join(args)}),"
 
 
+def _source(doc: str, what: str, params: list[str], body: str, specs, values) -> str:
+    return _REFERENCE.format(
+        doc=doc,
+        what=what,
+        params=", ".join(params),
+        body=body,
+        draw_source=inspect.getsource(inputs.draw),
+        input_lines="\n".join(_input_line(s, v) for s, v in zip(specs, values)),
+    )
+
+
 def reference_source(model: str, group: CallGroup) -> str:
     names = [f"x{i}" for i in range(len(group.inputs))]
     doc = f"{group.name} from {model} at its captured shapes: {costs.describe_shapes(group.inputs)}."
-    return _REFERENCE.format(
-        doc=doc,
-        op=str(group.op),
-        model=model,
-        count=group.count,
-        params=", ".join(names),
-        body=_body(group, names),
-        draw_source=inspect.getsource(inputs.draw),
-        input_lines="\n".join(_input_line(s, v) for s, v in zip(group.inputs, group.values)),
+    what = f"{group.op} exactly as {model} calls it ({group.count} calls with these arguments)."
+    return _source(doc, what, names, _body(group, names), group.inputs, group.values)
+
+
+def _wire_name(wire, members: list[CallGroup]) -> str:
+    if isinstance(wire, tuple):
+        return f"x{wire[1]}"
+    producer = members[wire.member]
+    name = (
+        f"t{wire.member}" if producer.output_kind == "tensor" else f"t{wire.member}[{producer.output_slots[wire.slot]}]"
     )
+    if wire.view is None:
+        return name
+    shape, stride, offset = wire.view
+    return f"torch.ops.aten.as_strided.default({name}, {list(shape)}, {list(stride)}, {offset})"
+
+
+def fused_reference_source(model: str, fused: FusedGroup) -> str:
+    """The region's calls in order, each result named t<i>, returning what its last call returns."""
+    lines = [
+        f"t{i} = {_call_source(member, [_wire_name(w, fused.members) for w in wires])}"
+        for i, (member, wires) in enumerate(zip(fused.members, fused.wiring))
+    ]
+    last = len(fused.members) - 1
+    if fused.last.output_kind == "tensor":
+        lines.append(f"return t{last}")
+    elif fused.last.output_kind == "list":
+        lines.append(f"return tuple(t{last})")
+    else:
+        lines.append(
+            "return " + ", ".join(f"t{last}[{fused.last.output_slots[i]}]" for i in costs.returned(fused.last))
+        )
+    ops = " -> ".join(fused.ops)
+    doc = (
+        f"A fused region of {model}: {ops}, at its captured shapes ({costs.describe_shapes(fused.externals)}). "
+        "It returns the region's last result only."
+    )
+    what = f"{len(fused.members)} calls {model} makes in a row, each reading an earlier one's result."
+    names = [f"x{i}" for i in range(len(fused.externals))]
+    return _source(doc, what, names, "\n        ".join(lines), fused.externals, fused.values)
 
 
 def task_fields(model: str, group: CallGroup, share: float, device: str) -> tuple[dict, dict[str, str]]:
@@ -162,8 +206,67 @@ def write_task(root: Path, model: str, group: CallGroup, share: float, device: s
     """Write root/<task id>/{task.yaml, reference.py}; returns the task id."""
     fields, comments = task_fields(model, group, share, device)
     source = reference_source(model, group)  # before the folder exists: an unwritable call leaves none
+    return _write(root, fields, comments, source)
+
+
+def fused_task_id(model: str, fused: FusedGroup) -> str:
+    """Model, first and last op, the region's length, its result's shape and a digest of it all."""
+    out = fused.last.outputs[0] if fused.last.outputs else None
+    shape = "x".join(map(str, out.shape)) if out is not None and out.shape else "scalar"
+    first, last = (op.strip("_") for op in (fused.ops[0], fused.ops[-1]))
+    return f"{model}_fused{len(fused.members)}_{first}_{last}_{shape}_{fused.digest}"
+
+
+def fused_operator(fused: FusedGroup) -> str:
+    """The compute ops in first-call order, as a trace of the reference names them."""
+    ops = list(dict.fromkeys(op for op in fused.ops if op not in ALLOWED_OPS))
+    return f"aten.{ops[0]}" if len(ops) == 1 else "+".join(ops)
+
+
+def fused_task_fields(model: str, fused: FusedGroup, share: float, device: str) -> tuple[dict, dict[str, str]]:
+    written = sum(o.bytes_written for o in costs.returned_outputs(fused.last))
+    kinds = [costs.category(m) for m in fused.members]
+    if "reduction" in kinds and "rsqrt" in fused.ops:
+        kinds.append("norm")  # a norm written as torch ops: mean of squares or variance, then rsqrt
+    kind = (
+        "epilogue"
+        if kinds[0] in ("matmul", "convolution")
+        else next((k for k in ("norm", "softmax", "reduction") if k in kinds), "elementwise")
+    )
+    fields = {
+        "id": fused_task_id(model, fused),
+        "source": model,
+        "operator": fused_operator(fused),
+        "description": f"{len(fused.members)} calls {model} makes in a row ({' -> '.join(fused.ops)}), "
+        f"{fused.count} times per forward, {share:.1%} of its {device} time unfused; inputs "
+        f"{costs.describe_shapes(fused.externals)}; returns the last call's result only.",
+        "shapes": [list(s.shape) for s in fused.externals],
+        "dtypes": [str(s.dtype).removeprefix("torch.") for s in fused.externals],
+        "time_share": round(share, 6),
+        "call_count": fused.count,
+        "bytes_moved": sum(s.bytes_read for s in fused.externals) + written,
+        "flops": sum(costs.flops(m)[0] for m in fused.members),
+        "fused": True,
+        "members": [str(m.op) for m in fused.members],
+        "tags": ["captured", "fused", kind, f"timed-{device}"],
+    }
+    comments = {
+        "bytes_moved": "region inputs read once + its result written once (intermediates stay on chip)",
+        "flops": "sum over the member calls (see each op's formula in a single-call task)",
+        "time_share": "count x the members' summed replay times / sum over every timed call group",
+    }
+    return fields, comments
+
+
+def _write(root: Path, fields: dict, comments: dict[str, str], source: str) -> str:
     folder = root / fields["id"]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "reference.py").write_text(source)
     (folder / "task.yaml").write_text(_yaml_lines(fields, comments))
     return fields["id"]
+
+
+def write_fused_task(root: Path, model: str, fused: FusedGroup, share: float, device: str) -> str:
+    fields, comments = fused_task_fields(model, fused, share, device)
+    source = fused_reference_source(model, fused)  # first, as above
+    return _write(root, fields, comments, source)

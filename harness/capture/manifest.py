@@ -14,6 +14,7 @@ import torch
 import yaml
 
 from harness.capture import costs
+from harness.capture.fusion import FusedGroup
 from harness.capture.record import CallGroup
 
 MANIFEST = "manifest.yaml"
@@ -28,7 +29,9 @@ class CaptureResult:
     device: torch.device
     groups: list[CallGroup]
     calls: int
+    fused: list[FusedGroup] = field(default_factory=list)
     tasks: dict[str, CallGroup] = field(default_factory=dict)  # task id -> group
+    fused_tasks: dict[str, FusedGroup] = field(default_factory=dict)  # task id -> fused region
     skipped: list[tuple[CallGroup, str]] = field(default_factory=list)  # above threshold, not a task
     model_time_ms: float | None = None
 
@@ -36,7 +39,7 @@ class CaptureResult:
     def total_ms(self) -> float:
         return sum(g.total_ms for g in self.groups)
 
-    def share(self, group: CallGroup) -> float:
+    def share(self, group: CallGroup | FusedGroup) -> float:
         return group.total_ms / self.total_ms if self.total_ms else 0.0
 
     @property
@@ -70,7 +73,10 @@ def _by_operator(result: CaptureResult) -> list[dict]:
     return [{"operator": op, "time_share": round(s, 6), "groups": g, "calls": c} for op, (s, g, c) in ranked]
 
 
-def manifest(result: CaptureResult, command: str, settings: dict, min_share: float, timing: dict) -> dict:
+def manifest(
+    result: CaptureResult, command: str, settings: dict, thresholds: tuple[float, float], timing: dict
+) -> dict:
+    min_share, coverage = thresholds
     device = result.device.type
     not_tasks = sum(result.share(g) for g in result.groups if g.why_not_task())
     return {
@@ -88,7 +94,8 @@ def manifest(result: CaptureResult, command: str, settings: dict, min_share: flo
         "calls": result.calls,
         "groups": len(result.groups),
         "min_share": min_share,
-        "coverage": round(result.coverage, 6),
+        "coverage_target": coverage,
+        "coverage": round(result.coverage, 6),  # single-call tasks only: fused ones overlap them
         "not_tasks_share": round(not_tasks, 6),
         "top_operators": _by_operator(result),
         "tasks": [
@@ -101,6 +108,16 @@ def manifest(result: CaptureResult, command: str, settings: dict, min_share: flo
                 "output_shapes": [list(o.shape) for o in costs.returned_outputs(g)],
             }
             for task_id, g in sorted(result.tasks.items(), key=lambda kv: -result.share(kv[1]))
+        ],
+        "fused_tasks": [
+            {
+                "id": task_id,
+                "members": [str(m.op) for m in f.members],
+                "time_share": round(result.share(f), 6),
+                "call_count": f.count,
+                "unfused_time_ms": round(f.time_ms or 0.0, 6),
+            }
+            for task_id, f in sorted(result.fused_tasks.items(), key=lambda kv: -result.share(kv[1]))
         ],
         "skipped": [
             {"operator": g.name, "time_share": round(result.share(g), 6), "why": why} for g, why in result.skipped
@@ -115,7 +132,8 @@ def previous_task_ids(folder: Path) -> list[str]:
     if not path.is_file():
         return []
     data = yaml.safe_load(path.read_text()) or {}
-    return [t["id"] for t in data.get("tasks", []) if isinstance(t, dict) and "id" in t]
+    listed = [*data.get("tasks", []), *data.get("fused_tasks", [])]
+    return [t["id"] for t in listed if isinstance(t, dict) and "id" in t]
 
 
 def write_manifest(folder: Path, data: dict) -> Path:

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from harness.evaluate.checks import ALLOWED_OPS
+from harness.evaluate.checks import ALLOWED_OPS, COPIES
 
 # Values summarised per input come from at most this many elements: a strided sample of a
 # multi-gigabyte weight describes its range as well as the whole does.
@@ -182,8 +182,10 @@ class CallGroup:
     def why_not_task(self) -> str | None:
         """None for a call worth a kernel, else why it is not a task."""
         name = self.op.overloadpacket.__name__
-        if {name, name.rstrip("_"), f"{name}_"} & ALLOWED_OPS:  # copy_ was recorded as its twin, copy
-            return "allocation, copy or metadata"
+        # copy_ was recorded as its twin, copy. Casts and layout copies take real time (a transposed
+        # bf16 -> fp32 copy), so they are tasks, though a kernel may make them with allowed ops.
+        if name not in COPIES and {name, name.rstrip("_"), f"{name}_"} & ALLOWED_OPS:
+            return "allocation or metadata"
         if not self.inputs:
             return "creates a tensor from no tensor input (an allocation)"
         if self.mutates:
@@ -197,10 +199,11 @@ class CallRecorder(TorchDispatchMode):
     """Groups every non-view ATen call made while active; the first call of a group also records
     its inputs' value ranges (before the op runs, so an in-place op cannot change them)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fusion: tuple = ()) -> None:
         super().__init__()
         self.groups: dict[tuple, CallGroup] = {}
         self.calls = 0
+        self.fusion = fusion  # fusion.FusionTrackers that follow dataflow between calls
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -210,12 +213,21 @@ class CallRecorder(TorchDispatchMode):
         ordered = sorted(kwargs.items())
         key = (str(op or func), freeze(args), tuple((k, freeze(v)) for k, v in ordered))
         group = self.groups.get(key)
-        values = None if group else [ValueRange.of(t) for t in tensors_in([*args, *(v for _, v in ordered)])]
+        inputs = list(tensors_in([*args, *(v for _, v in ordered)]))
+        values = None if group else [ValueRange.of(t) for t in inputs]
         out = func(*args, **kwargs)
         self.calls += 1
+        kind, slots, outputs = output_layout(out)
         if group:
             group.count += 1
         else:
-            kind, slots, outputs = output_layout(out)
-            self.groups[key] = CallGroup(op or func, key[1], key[2], op is None, values, outputs, kind, slots)
+            group = self.groups[key] = CallGroup(op or func, key[1], key[2], op is None, values, outputs, kind, slots)
+        produced = [out[i] for i in slots] if kind != "tensor" else [out]
+        for tracker in self.fusion:
+            tracker.observe(key, group, inputs, produced)
         return out
+
+    def __exit__(self, *exc):
+        for tracker in self.fusion:
+            tracker.finish()
+        return super().__exit__(*exc)

@@ -76,6 +76,8 @@ ALLOWED_OPS = frozenset(
         "_local_scalar_dense",
     ]
 )
+# The allowed ops that move data: a reference made only of these (a captured cast) is still a task.
+COPIES = frozenset(["copy", "_to_copy", "clone", "contiguous"])
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,9 @@ class FusionTracker:
         self._kind_of = kind_of  # CallGroup -> category (costs.category, passed in to avoid a cycle)
         self._rule = rule
         self._open: dict[int, _Region] = {}
-        self._owner: dict[int, tuple[int, int, int, torch.Tensor]] = {}  # storage -> region, member, slot, tensor
+        # storage address -> region, member, slot and the identity of the tensor produced there. Not
+        # the tensor itself: holding every intermediate of an open region would pin gigabytes.
+        self._owner: dict[int, tuple[int, int, int, tuple]] = {}
         self._next_id = 0
         self.groups: dict[tuple, FusedGroup] = {}
 
@@ -141,7 +143,7 @@ class FusionTracker:
         region.members.append((key, group))
         for slot, t in enumerate(outputs):
             if t.storage_offset() == 0:
-                self._owner[t.untyped_storage().data_ptr()] = (region_id, member, slot, t)
+                self._owner[t.untyped_storage().data_ptr()] = (region_id, member, slot, _identity(t))
 
     def finish(self) -> None:
         for region_id in list(self._open):
@@ -156,7 +158,7 @@ class FusionTracker:
         owner = self._owner.get(t.untyped_storage().data_ptr())
         if owner is not None and owner[0] == region_id:
             _, member, slot, produced = owner
-            same = _identity(t) == _identity(produced)
+            same = _identity(t) == produced
             return Internal(member, slot, None if same else (tuple(t.shape), tuple(t.stride()), t.storage_offset()))
         identity = _identity(t)
         if identity not in region.externals:

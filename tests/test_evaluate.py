@@ -224,3 +224,36 @@ def test_a_task_whose_reference_output_is_constant_calls_nothing_correct(tmp_pat
     result = make_evaluator().evaluate(resolve_one(str(constant)), zeros)
     assert result.verdict == "rejected", result.to_json()
     assert "nearly constant" in result.reason
+
+
+def test_every_baseline_is_timed_once_per_task_and_liger_without_a_gpu_is_skipped_with_a_reason(task, make_evaluator):
+    evaluator = make_evaluator(overrides=("platform.baselines=[eager,liger]",))
+    result = evaluator.evaluate(task, source(LEGITIMATE))
+    assert result.verdict == "correct", result.reason
+    assert result.baselines["eager_ms"] > 0 and result.speedups["eager"] == result.speedup_vs_eager
+    assert "liger" in result.baselines_skipped and "cuda" in result.baselines_skipped["liger"]
+    assert "eager" in result.baselines_setup_s
+
+
+def test_a_baseline_with_no_file_is_an_error_naming_the_known_ones(make_evaluator):
+    from harness.errors import ForgeBenchError
+
+    with pytest.raises(ForgeBenchError, match="baselines/tensorrt_llm.py.*compile_max_autotune"):
+        make_evaluator(overrides=("platform.baselines=[eager,tensorrt_llm]",))
+
+
+def test_an_outputs_file_that_is_torn_or_forged_is_unreadable(tmp_path):
+    import torch
+
+    from harness.evaluate import outputs
+
+    path = tmp_path / "outputs.bin"
+    calls = [[torch.arange(6.0).reshape(2, 3), torch.ones(5, dtype=torch.bfloat16)], "forward returned int"]
+    outputs.write(path, calls)
+    back = outputs.read(path, torch.device("cpu"))
+    assert torch.equal(back[0][0], calls[0][0]) and torch.equal(back[0][1], calls[0][1]) and back[1] == calls[1]
+    whole = path.read_bytes()
+    for damaged in (whole[:-8], whole[:4], whole.replace(b'"float32"', b'"float99"'), b"\xff" * 64):
+        path.write_bytes(damaged)
+        with pytest.raises(outputs.UnreadableOutputs):
+            outputs.read(path, torch.device("cpu"))

@@ -8,13 +8,19 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
 from harness.errors import ForgeBenchError
-from harness.evaluate.checks import compare, near_constant
+from harness.evaluate import baselines
+from harness.evaluate.judge import Judge
 from harness.evaluate.result import EvalResult
 from harness.evaluate.roofline import floor_ms
-from harness.evaluate.sandbox import ZygotePool, check_reachable_by_worker, describe_exit, prepare_workdir
+from harness.evaluate.sandbox import (
+    ZygotePool,
+    base_env,
+    check_reachable_by_worker,
+    close_to_workers,
+    describe_exit,
+    prepare_workdir,
+)
 from harness.platforms.base import Platform
 from harness.tasks import Task
 
@@ -24,6 +30,8 @@ __all__ = ["EvalResult", "EvalSettings", "Evaluator"]
 @dataclass
 class EvalSettings:
     timeout_s: float = 300.0
+    # The reference worker runs once per task and compiles every baseline (max-autotune: minutes).
+    reference_timeout_s: float = 1800.0
     memory_gb: float | None = 16.0
     check_seeds: list[int] = field(default_factory=lambda: [1, 2, 3])
     timing_seeds: list[int] = field(default_factory=lambda: [101, 102, 103])
@@ -34,9 +42,10 @@ class EvalSettings:
 
 @dataclass
 class _Reference:
-    outputs: list
+    outputs_path: Path  # expected outputs, in a folder no worker can enter once written
     baselines: dict[str, float]
-    degenerate: str | None  # why a constant output would pass, if it would
+    skipped: dict[str, str]
+    setup_s: dict[str, float]
 
 
 class Evaluator:
@@ -53,11 +62,15 @@ class Evaluator:
         if platform.drop_privileges:
             for folder in (self.work_dir, self.cache_dir):
                 check_reachable_by_worker(folder)
+        for name in platform.baselines:
+            baselines.load(name)  # a name with no file fails here, not in every reference worker
         self._workers = ZygotePool(platform.preload)
+        self._judge_process = Judge(platform.device, base_env())
 
     def close(self) -> None:
-        """Stop the worker zygotes (also done at exit, when the process ends)."""
+        """Stop the worker zygotes and the judge (also done at exit, when the process ends)."""
         self._workers.close()
+        self._judge_process.close()
 
     def _request(self, task: Task, mode: str, folder: Path, **extra) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
@@ -71,7 +84,8 @@ class Evaluator:
             "timing_seeds": s.timing_seeds,
             "timing": {"budget_ms": s.budget_ms, "warmup_ms": s.warmup_ms},
             "baselines": self.platform.baselines,
-            "outputs_path": str(folder / "outputs.pt"),
+            "tolerance": task.tolerance,
+            "outputs_path": str(folder / "outputs.bin"),
             "result_path": str(folder / "result.json"),
             **extra,
         }
@@ -79,18 +93,18 @@ class Evaluator:
         path.write_text(json.dumps(request, indent=1))
         return path
 
-    def _run(self, request: Path, folder: Path) -> tuple[dict | None, str]:
+    def _run(self, request: Path, folder: Path, timeout_s: float) -> tuple[dict | None, str]:
         s = self.settings
         memory_gb = s.memory_gb if self.platform.limit_address_space else None
         env = prepare_workdir(
             folder, self.platform.worker_env(self.cache_dir), list(self.platform.cache_dirs(self.cache_dir).values())
         )
-        exit_ = self._workers.run(request, folder, s.timeout_s, memory_gb, env, self.platform.drop_privileges)
+        exit_ = self._workers.run(request, folder, timeout_s, memory_gb, env, self.platform.drop_privileges)
         # What a worker wrote (outputs that pass the checks) is closed to every later worker.
-        folder.chmod(0o700)
+        close_to_workers(folder)
         result_path = folder / "result.json"
         if exit_.returncode is None:
-            return None, f"timeout: the worker did not finish within {s.timeout_s:g} s"
+            return None, f"timeout: the worker did not finish within {timeout_s:g} s"
         if exit_.returncode == 0 and result_path.is_file():
             return json.loads(result_path.read_text()), ""
         tail = exit_.log.strip()[-1500:]
@@ -104,7 +118,7 @@ class Evaluator:
         if task.id not in self._references:
             folder = self.work_dir / "reference" / task.id
             request = self._request(task, "reference", folder, measure_ceilings=self.ceilings() is None)
-            record, failure = self._run(request, folder)
+            record, failure = self._run(request, folder, self.settings.reference_timeout_s)
             if record is None or record.get("verdict") != "correct":
                 reason = failure or record.get("reason", "")
                 raise ForgeBenchError(
@@ -114,8 +128,12 @@ class Evaluator:
             if "ceilings" in record:
                 self._ceilings_path.parent.mkdir(parents=True, exist_ok=True)
                 self._ceilings_path.write_text(json.dumps({**record["ceilings"], "env": record["env"]}))
-            outputs = torch.load(folder / "outputs.pt", weights_only=True)
-            self._references[task.id] = _Reference(outputs, record["baselines"], near_constant(outputs, task.tolerance))
+            self._references[task.id] = _Reference(
+                folder / "outputs.bin",
+                record["baselines"],
+                record.get("baselines_skipped", {}),
+                record.get("baselines_setup_s", {}),
+            )
         return self._references[task.id]
 
     def evaluate(self, task: Task, candidate_source: str, profile: bool = False) -> EvalResult:
@@ -126,7 +144,7 @@ class Evaluator:
         (folder / "candidate.py").write_text(candidate_source)
         started = time.perf_counter()
         request = self._request(task, "candidate", folder, candidate_path=str(folder / "candidate.py"), profile=profile)
-        record, failure = self._run(request, folder)
+        record, failure = self._run(request, folder, self.settings.timeout_s)
         if record is None:
             verdict = "timeout" if failure.startswith("timeout") else "crash"
             result = EvalResult(task.id, self.platform.name, verdict, reason=failure)
@@ -150,7 +168,9 @@ class Evaluator:
             self.platform.name,
             record["verdict"],
             reason=record.get("reason", ""),
-            baselines={**record.get("baselines", {}), **reference.baselines},
+            baselines=dict(reference.baselines),  # only the reference worker's: a candidate can forge its record
+            baselines_skipped=dict(reference.skipped),
+            baselines_setup_s=dict(reference.setup_s),
             phases=record.get("phases", {}),
             env=record.get("env", {}),
             cached_build=record.get("cached_build", False),
@@ -159,24 +179,26 @@ class Evaluator:
         if not result.correct:
             return result
         started = time.perf_counter()
-        actual = torch.load(folder / "outputs.pt", weights_only=True)
         # The last output is the call after timing, on the first check seed's contents.
-        checks = list(zip(self.settings.check_seeds, reference.outputs, actual)) + [
-            ("after timing", reference.outputs[0], actual[-1])
-        ]
-        for seed, want, got in checks:
-            mismatch = compare(want, got, task.tolerance)
-            if mismatch:
-                result.verdict, result.reason = "incorrect", f"{mismatch.reason} (input seed {seed})"
-                return result
+        seeds = self.settings.check_seeds
+        pairs = [(i, i, seed) for i, seed in enumerate(seeds)] + [(0, len(seeds), "after timing")]
+        judged = self._judge_process.compare(reference.outputs_path, folder / "outputs.bin", pairs, task.tolerance)
         result.phases["compare_s"] = time.perf_counter() - started
-        if reference.degenerate:
-            result.verdict, result.reason = "rejected", reference.degenerate
+        if "unreadable" in judged:
+            result.verdict, result.reason = "crash", f"the worker's outputs are unusable ({judged['unreadable']})"
             return result
-        result.time_ms = record["time_ms"]
-        eager, compiled = result.baselines.get("eager_ms"), result.baselines.get("compile_ms")
-        result.speedup_vs_eager = eager / result.time_ms if eager else None
-        result.speedup_vs_compile = compiled / result.time_ms if compiled else None
+        if judged["mismatch"]:
+            result.verdict, result.reason = "incorrect", judged["mismatch"]
+            return result
+        if judged["degenerate"]:
+            result.verdict, result.reason = "rejected", judged["degenerate"]
+            return result
+        result.time_ms = float(record["time_ms"])
+        if not result.time_ms > 0:
+            raise ValueError(f"time_ms {result.time_ms!r} is not a positive time")
+        result.speedups = {name.removesuffix("_ms"): ms / result.time_ms for name, ms in result.baselines.items()}
+        result.speedup_vs_eager = result.speedups.get("eager")
+        result.speedup_vs_compile = result.speedups.get("compile")
         ceilings = self.ceilings()
         floor = floor_ms(task.bytes_moved, task.flops, ceilings) if ceilings else None
         if floor:

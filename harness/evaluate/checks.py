@@ -115,7 +115,7 @@ def compare(expected: object, actual: object, tolerance: dict | None = None) -> 
             return Mismatch(f"{label} has dtype {g.dtype}; expected {w.dtype}")
         # fp16/bf16/fp32 widen to fp32 exactly; tolerances are far above fp32 rounding.
         wide = torch.float64 if w.dtype == torch.float64 else torch.float32
-        g, w = g.detach().cpu().to(wide), w.detach().cpu().to(wide)
+        g, w = g.detach().to(wide), w.detach().to(wide)
         atol, rtol = tolerance_for(want[i].dtype, tolerance)
         if not torch.isfinite(g).all() and torch.isfinite(w).all():
             return Mismatch(f"{label} holds NaN or Inf where the reference is finite")

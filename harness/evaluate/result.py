@@ -16,9 +16,12 @@ class EvalResult:
     verdict: str
     reason: str = ""
     time_ms: float | None = None
-    baselines: dict[str, float] = field(default_factory=dict)
+    baselines: dict[str, float] = field(default_factory=dict)  # "<baseline>_ms": median ms
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
+    speedups: dict[str, float] = field(default_factory=dict)  # baseline name -> its time / the kernel's
+    baselines_skipped: dict[str, str] = field(default_factory=dict)  # baseline name -> why it was not timed
+    baselines_setup_s: dict[str, float] = field(default_factory=dict)  # baseline name -> build/compile seconds
     sol_fraction: float | None = None
     phases: dict[str, float] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)

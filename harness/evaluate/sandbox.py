@@ -51,6 +51,14 @@ def _hand_over(path: Path) -> None:
         os.chown(path, NOBODY, NOBODY)
 
 
+def close_to_workers(folder: Path) -> None:
+    """Once its worker has ended, no other worker may enter the folder (its outputs are checked
+    after): owned by us again, and private."""
+    if os.getuid() == 0:
+        os.chown(folder, 0, 0)
+    folder.chmod(0o700)
+
+
 def check_reachable_by_worker(folder: Path) -> None:
     """Workers run as nobody when we are root: every folder above their work must let others in."""
     from harness.errors import ForgeBenchError

@@ -16,8 +16,8 @@ from typing import Any
 import torch
 
 # Bind the clocks before anything a candidate can touch is imported.
-from harness.evaluate import timing
-from harness.evaluate.checks import OpRecorder, forbidden_ops, mutated_inputs
+from harness.evaluate import baselines, outputs, timing
+from harness.evaluate.checks import OpRecorder, compare, forbidden_ops, mutated_inputs
 from harness.platforms import build_cache
 from harness.tasks import load_reference_module
 
@@ -93,32 +93,42 @@ def _timing_sets(reference, request: dict, device: torch.device) -> list[list[An
     return [make_inputs(reference, s, device) for s in request["timing_seeds"]]
 
 
-def _detach(output: Any) -> Any:
-    if isinstance(output, torch.Tensor):
-        return output.detach().cpu().clone()
-    if isinstance(output, (list, tuple)):
-        return [_detach(o) for o in output]
-    return output
-
-
 def run_reference(request: dict, device: torch.device, reference) -> dict:
-    """Expected outputs on the check seeds, the slow baselines (torch.compile), and the device's
+    """Expected outputs on the check seeds, every baseline's time (eager included), and the device's
     ceilings when the parent has none cached: all once per task, never near a candidate."""
+    clock, phases = timing._perf_counter, {}
+    start = clock()
     model = build_model(reference.Model, reference, request["init_seed"], device)
-    outputs = [_detach(model(*make_inputs(reference, s, device))) for s in request["check_seeds"]]
-    torch.save(outputs, request["outputs_path"])
-    baselines = {}
-    slow = [name for name in request["baselines"] if name != "eager"]
-    if slow:
-        timing_sets = _timing_sets(reference, request, device)
-        for name in slow:
-            compiled = torch.compile(model, mode=None if name == "compile" else name)
-            baselines[f"{name}_ms"] = timing.measure(compiled, timing_sets, device, **request["timing"]).median_ms
-    record = {"verdict": "correct", "baselines": baselines}
+    check_sets = [make_inputs(reference, s, device) for s in request["check_seeds"]]
+    expected = [outputs.keep(model(*inputs)) for inputs in check_sets]
+    outputs.write(Path(request["outputs_path"]), expected)
+    phases["outputs_s"] = clock() - start
+    # Baselines are built from the first check seed's inputs and checked on the last, so a
+    # baseline that kept something computed from its sample inputs shows as a mismatch.
+    sample = baselines.Sample(model, check_sets[0], device)
+
+    def check(fn) -> str | None:
+        mismatch = compare(expected[-1], outputs.keep(fn(*check_sets[-1])), request.get("tolerance"))
+        return mismatch.reason if mismatch else None
+
+    start = clock()
+    times = baselines.measure_all(
+        request["baselines"], sample, check, _timing_sets(reference, request, device), request["timing"]
+    )
+    phases["baselines_s"] = clock() - start
+    record = {
+        "verdict": "correct",
+        "baselines": {f"{name}_ms": ms for name, ms in times.ms.items()},
+        "baselines_skipped": times.skipped,
+        "baselines_setup_s": times.setup_s,
+        "phases": phases,
+    }
     if request.get("measure_ceilings"):
         from harness.evaluate.roofline import measure_ceilings
 
+        start = clock()
         record["ceilings"] = measure_ceilings(device)
+        phases["ceilings_s"] = clock() - start
     return record
 
 
@@ -146,11 +156,11 @@ def _escaped_work(model, inputs: list[Any], device: torch.device, event_ms: floa
 
 def _check_candidate(model, reference, request: dict, device: torch.device, working: list[Any]) -> list[Any]:
     """Outputs on the check seeds; rejects input mutation and calls of PyTorch compute ops."""
-    outputs = []
+    kept = []
     for seed in request["check_seeds"]:
         inputs = make_inputs(reference, seed, device)
         before = timing.clone_inputs(inputs)
-        outputs.append(_detach(model(*inputs)))
+        kept.append(outputs.keep(model(*inputs)))
         mutation = mutated_inputs(before, inputs)
         if mutation:
             raise Verdict("rejected", mutation)
@@ -163,7 +173,7 @@ def _check_candidate(model, reference, request: dict, device: torch.device, work
             f"forward calls PyTorch compute ops ({', '.join('aten.' + op for op in forbidden[:5])});"
             " the computation must be the candidate's own kernels",
         )
-    return outputs
+    return kept
 
 
 _PROFILE_CALLS = 5
@@ -212,10 +222,6 @@ def run_candidate(request: dict, device: torch.device, reference) -> dict:
     clock = timing._perf_counter
 
     start = clock()
-    eager_ms = timing.measure(ref_model, timing_sets, device, **budget).median_ms
-    phases["baselines_s"] = clock() - start
-
-    start = clock()
     candidate = _load_candidate(Path(request["candidate_path"]))
     phases["build_s"] = clock() - start
 
@@ -223,7 +229,7 @@ def run_candidate(request: dict, device: torch.device, reference) -> dict:
         start = clock()
         model = build_model(candidate.ModelNew, reference, request["init_seed"], device)
         copy_parameters(ref_model, model)
-        outputs = _check_candidate(model, reference, request, device, working)
+        kept = _check_candidate(model, reference, request, device, working)
         phases["check_s"] = clock() - start
 
         start = clock()
@@ -234,14 +240,14 @@ def run_candidate(request: dict, device: torch.device, reference) -> dict:
         # The timed inputs' addresses, given the first check seed's contents: a result cached
         # during timing (by address or by a sample of the contents) shows here as a wrong output.
         timing.load_into(working, make_inputs(reference, request["check_seeds"][0], device))
-        outputs.append(_detach(model(*working)))
+        kept.append(outputs.keep(model(*working)))
         phases["timing_s"] = clock() - start
     except Verdict:
         raise
     except Exception as exc:
         raise Verdict("runtime_error", _trim(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-3)}")) from exc
     start = clock()
-    torch.save(outputs, request["outputs_path"])
+    outputs.write(Path(request["outputs_path"]), kept)
     phases["save_s"] = clock() - start
     builds = build_cache.BUILDS
     record = {
@@ -249,7 +255,6 @@ def run_candidate(request: dict, device: torch.device, reference) -> dict:
         "cached_build": bool(builds) and all(b.cached for b in builds),
         "time_ms": measured.median_ms,
         "timing": measured.to_dict(),
-        "baselines": {"eager_ms": eager_ms},
         "phases": phases,
     }
     if request.get("profile"):

@@ -1,10 +1,13 @@
-"""Plants a forged record: once the checked calls are done it writes the worker's outputs.pt (the real
-outputs it computed) and result.json itself, claiming 1 µs, and exits (appended to rmsnorm_cpp.py)."""
+"""Plants a forged record: once the checked calls are done it writes the worker's outputs file (the real
+outputs it computed, with the harness's own writer) and result.json itself, claiming 1 µs, and exits
+(appended to rmsnorm_cpp.py)."""
 # ruff: noqa: F821  (ModelNew comes from rmsnorm_cpp.py, which this is appended to)
 
 import json
 import os
 from pathlib import Path
+
+from harness.evaluate import outputs
 
 CHECKED_CALLS = 3  # one per check seed; the worker saves their outputs before it calls forward again
 
@@ -14,7 +17,7 @@ class ModelNew(ModelNew):
         self.outputs = getattr(self, "outputs", [])
         if len(self.outputs) == CHECKED_CALLS:
             request = json.loads(Path("request.json").read_text())
-            torch.save(self.outputs + self.outputs[:1], request["outputs_path"])
+            outputs.write(Path(request["outputs_path"]), [[o] for o in self.outputs + self.outputs[:1]])
             record = {"verdict": "correct", "time_ms": 0.001, "baselines": {"eager_ms": 50.0}}
             Path(request["result_path"]).write_text(json.dumps(record))
             os._exit(0)

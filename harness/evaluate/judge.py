@@ -1,0 +1,151 @@
+"""The judge: a long-lived trusted process that compares a candidate's outputs with the expected ones
+on the task's device, so a gigabyte of GPU outputs never passes through the harness.
+
+It runs harness code only (no reference, no candidate), as the harness's own user, with a scrubbed
+environment: a worker running as nobody cannot read its memory. The expected outputs it keeps are
+those a reference worker wrote, so correctness does not depend on which process ran first.
+Started by `Judge` below; reads one JSON request per line on stdin and answers one JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+from harness.errors import ForgeBenchError
+
+# Expected outputs of this many tasks stay on the device; older ones are read again when needed.
+_KEEP_TASKS = 2
+# Room for the outputs file's header and padding above the tensors' own bytes.
+_SLACK_BYTES = 1 << 20
+
+
+class _Expected:
+    def __init__(self, path: Path, device, tolerance: dict):
+        from harness.evaluate import outputs
+        from harness.evaluate.checks import near_constant
+
+        self.calls = outputs.read(path, device)
+        bad = [c for c in self.calls if isinstance(c, str)]
+        if bad:
+            raise ValueError(f"the reference's outputs are not tensors: {bad[0]}")
+        self.nbytes = sum(t.numel() * t.element_size() for call in self.calls for t in call)
+        self.degenerate = near_constant(self.calls, tolerance)
+
+
+def _judge(request: dict, cache: OrderedDict, device) -> dict:
+    from harness.evaluate import outputs
+    from harness.evaluate.checks import compare
+
+    key = (request["expected"], json.dumps(request["tolerance"], sort_keys=True))
+    if key not in cache:
+        cache[key] = _Expected(Path(request["expected"]), device, request["tolerance"])
+        while len(cache) > _KEEP_TASKS:
+            cache.popitem(last=False)
+    cache.move_to_end(key)
+    expected = cache[key]
+    actual_path = Path(request["actual"])
+    calls_needed = max(a for _, a, _ in request["pairs"]) + 1 if request["pairs"] else 0
+    limit = expected.nbytes * max(calls_needed, 1) + _SLACK_BYTES * (calls_needed + 1)
+    try:
+        size = actual_path.stat().st_size
+    except OSError as exc:
+        return {"unreadable": f"{type(exc).__name__}: {exc}"}
+    if size > limit:
+        return {"unreadable": f"it is {size} bytes, more than outputs like the reference's"}
+    try:
+        actual = outputs.read(actual_path, device)
+    except outputs.UnreadableOutputs as exc:
+        return {"unreadable": str(exc)}
+    if len(actual) < calls_needed:
+        return {"unreadable": f"it holds {len(actual)} calls' outputs; the worker writes {calls_needed}"}
+    for want, got, label in request["pairs"]:
+        if isinstance(actual[got], str):
+            return {"mismatch": f"{actual[got]} (input seed {label})"}
+        mismatch = compare(expected.calls[want], actual[got], request["tolerance"])
+        if mismatch:
+            return {"mismatch": f"{mismatch.reason} (input seed {label})"}
+    return {"mismatch": None, "degenerate": expected.degenerate}
+
+
+def serve(device_name: str) -> None:
+    import torch
+
+    device = torch.device(device_name)
+    torch.set_grad_enabled(False)
+    cache: OrderedDict = OrderedDict()
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            answer = _judge(request, cache, device)
+        except Exception as exc:  # the harness's own failure (a missing file, device memory): said, not hidden
+            answer = {"error": f"{type(exc).__name__}: {exc}"}
+        print(json.dumps(answer), flush=True)
+
+
+class Judge:
+    """The parent's handle on a judge process, started on first use and again if it dies."""
+
+    def __init__(self, device: str, env: dict[str, str]):
+        self.device, self.env = device, env
+        self._proc: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+
+    def _start(self) -> subprocess.Popen:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.evaluate.judge", self.device],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env={**self.env, "PYTHONUNBUFFERED": "1"},
+            text=True,
+            start_new_session=True,
+        )
+        ready = proc.stdout.readline()
+        if not ready.startswith('{"ready"'):
+            proc.kill()
+            raise ForgeBenchError(f"the judge process failed to start on {self.device}: {ready!r}")
+        return proc
+
+    def compare(self, expected: Path, actual: Path, pairs: list[tuple[int, int, object]], tolerance: dict) -> dict:
+        """{"mismatch": reason or None, "degenerate": reason or None}, or {"unreadable": reason}."""
+        request = json.dumps({"expected": str(expected), "actual": str(actual), "pairs": pairs, "tolerance": tolerance})
+        with self._lock:
+            for _ in range(2):
+                if self._proc is None or self._proc.poll() is not None:
+                    self._proc = self._start()
+                try:
+                    self._proc.stdin.write(request + "\n")
+                    self._proc.stdin.flush()
+                    answer = self._proc.stdout.readline()
+                except BrokenPipeError:
+                    answer = ""
+                if answer:
+                    break
+                self._proc = None  # it died mid-request (out of memory?): start a fresh one once
+            else:
+                raise ForgeBenchError(f"the judge process died twice comparing {actual}; see the log above")
+        result = json.loads(answer)
+        if "error" in result:
+            raise ForgeBenchError(f"the judge could not compare {actual} with {expected}: {result['error']}")
+        return result
+
+    def close(self) -> None:
+        with self._lock:
+            if self._proc is not None and self._proc.poll() is None:
+                self._proc.stdin.close()
+                try:
+                    self._proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self._proc.pid, 9)
+                    self._proc.wait()
+            self._proc = None
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])

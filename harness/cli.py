@@ -71,11 +71,37 @@ def _tasks_validate(args: argparse.Namespace) -> int:
         try:
             task = load_task_dir(target) if target.is_dir() else load_kernelbench_file(target)
             signature(task)
+            if args.run:
+                _run_reference(task, args.run)
         except ForgeBenchError as exc:
             problems += 1
             print(f"error: {exc}")
-    print(f"{len(targets) - problems} of {len(targets)} tasks valid")
+    ran = f" (each reference run once on {args.run})" if args.run else ""
+    print(f"{len(targets) - problems} of {len(targets)} tasks valid{ran}")
     return 1 if problems else 0
+
+
+def _run_reference(task, device: str) -> None:
+    """Build the reference and its inputs on `device` and run one forward, at the recorded shapes."""
+    import torch
+
+    from harness.tasks import load_reference_module
+
+    module = load_reference_module(task.reference_path, f"forgebench_validate_{task.id}")
+    try:
+        with torch.device(device), torch.no_grad():
+            inputs = list(module.get_inputs())
+            if task.shapes and [list(x.shape) for x in inputs if isinstance(x, torch.Tensor)] != task.shapes:
+                raise ForgeBenchError(f"task '{task.id}': get_inputs() shapes differ from task.yaml's shapes.")
+            module.Model(*module.get_init_inputs())(*inputs)
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+    except (RuntimeError, ValueError, TypeError, IndexError) as exc:
+        line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ForgeBenchError(f"task '{task.id}': its reference fails on {device}: {line}") from exc
+    finally:
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
 
 
 def _capture(args: argparse.Namespace) -> int:
@@ -144,6 +170,7 @@ def parser() -> argparse.ArgumentParser:
     listing.set_defaults(handler=_tasks_list)
     validate = tasks.add_parser("validate", help="check every task.yaml and reference.py")
     validate.add_argument("paths", nargs="*", help="task folders, tasks roots, or KernelBench files (default: tasks/)")
+    validate.add_argument("--run", metavar="DEVICE", help="also run each reference once at its shapes (cpu, cuda)")
     validate.set_defaults(handler=_tasks_validate)
 
     cap = sub.add_parser("capture", help="profile a model at the ATen level and write its costly calls as tasks")

@@ -1,0 +1,45 @@
+"""aten._scaled_dot_product_cudnn_attention from gemma4 at its captured shapes: [8, 32, 1, 256] bfloat16, [8, 32, 1024, 256] bfloat16, [8, 32, 1024, 256] bfloat16, [8, 1, 1, 1024] bfloat16."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """aten._scaled_dot_product_cudnn_attention.default exactly as gemma4 calls it (400 calls with these arguments)."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x0, x1, x2, x3):
+        out = torch.ops.aten._scaled_dot_product_cudnn_attention.default(x0, x1, x2, x3, False, scale=1.0)
+        return out[0]
+
+
+def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
+    """A tensor of `shape` and `dtype` whose values look like the captured ones: integers uniform in
+    [low, high] (so indices stay in range), booleans true with probability `mean`, floats normal
+    with `mean` and `std` clipped to [low, high] (so inputs that were positive stay positive).
+    With `stride`, the tensor is a strided view of a fresh buffer, laid out as the model's was."""
+    size = list(shape)
+    if stride is not None:
+        size = [1 + sum((n - 1) * s for n, s in zip(shape, stride))] if all(shape) else [0]
+    if dtype == torch.bool:
+        values = torch.rand(size) < mean
+    elif dtype.is_floating_point:
+        values = (torch.randn(size) * std + mean).clamp(low, high).to(dtype)
+    else:
+        values = torch.randint(int(low), int(high) + 1, size, dtype=dtype)
+    return values if stride is None else values.as_strided(shape, stride)
+
+
+def get_inputs():
+    return [
+        draw([8, 32, 1, 256], torch.bfloat16, low=-4.625, high=4.375, mean=-0.00013514, std=0.999934),
+        draw([8, 32, 1024, 256], torch.bfloat16, low=-4.6875, high=4.75, mean=-0.00125347, std=0.999934),
+        draw([8, 32, 1024, 256], torch.bfloat16, low=-4.90625, high=4.75, mean=4.61359e-05, std=0.999466),
+        draw([8, 1, 1, 1024], torch.bfloat16, low=0, high=0, mean=0, std=0),
+    ]
+
+
+def get_init_inputs():
+    return []

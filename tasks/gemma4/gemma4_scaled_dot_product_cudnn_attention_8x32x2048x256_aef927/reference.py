@@ -1,0 +1,45 @@
+"""aten._scaled_dot_product_cudnn_attention from gemma4 at its captured shapes: [8, 32, 2048, 256] bfloat16, [8, 32, 2048, 256] bfloat16, [8, 32, 2048, 256] bfloat16, [8, 1, 2048, 2048] bfloat16."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """aten._scaled_dot_product_cudnn_attention.default exactly as gemma4 calls it (50 calls with these arguments)."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x0, x1, x2, x3):
+        out = torch.ops.aten._scaled_dot_product_cudnn_attention.default(x0, x1, x2, x3, False, scale=1.0)
+        return out[0]
+
+
+def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
+    """A tensor of `shape` and `dtype` whose values look like the captured ones: integers uniform in
+    [low, high] (so indices stay in range), booleans true with probability `mean`, floats normal
+    with `mean` and `std` clipped to [low, high] (so inputs that were positive stay positive).
+    With `stride`, the tensor is a strided view of a fresh buffer, laid out as the model's was."""
+    size = list(shape)
+    if stride is not None:
+        size = [1 + sum((n - 1) * s for n, s in zip(shape, stride))] if all(shape) else [0]
+    if dtype == torch.bool:
+        values = torch.rand(size) < mean
+    elif dtype.is_floating_point:
+        values = (torch.randn(size) * std + mean).clamp(low, high).to(dtype)
+    else:
+        values = torch.randint(int(low), int(high) + 1, size, dtype=dtype)
+    return values if stride is None else values.as_strided(shape, stride)
+
+
+def get_inputs():
+    return [
+        draw([8, 32, 2048, 256], torch.bfloat16, low=-5.5625, high=4.875, mean=0.000769928, std=1.00004, stride=[16777216, 256, 8192, 1]),
+        draw([8, 32, 2048, 256], torch.bfloat16, low=-5.1875, high=4.6875, mean=0.000162079, std=1.00038),
+        draw([8, 32, 2048, 256], torch.bfloat16, low=-4.9375, high=4.875, mean=0.00104234, std=1.00005),
+        draw([8, 1, 2048, 2048], torch.bfloat16, low=-65536, high=0, mean=-40896, std=31743.9),
+    ]
+
+
+def get_init_inputs():
+    return []

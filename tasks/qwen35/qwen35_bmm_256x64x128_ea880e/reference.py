@@ -1,0 +1,42 @@
+"""aten.bmm from qwen35 at its captured shapes: [256, 64, 64] float32, [256, 64, 128] float32."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """aten.bmm.default exactly as qwen35 calls it (768 calls with these arguments)."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x0, x1):
+        return torch.ops.aten.bmm.default(x0, x1)
+
+
+def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
+    """A tensor of `shape` and `dtype` whose values look like the captured ones: integers uniform in
+    [low, high] (so indices stay in range), booleans true with probability `mean`, floats normal
+    with `mean` and `std` clipped to [low, high] (so inputs that were positive stay positive).
+    With `stride`, the tensor is a strided view of a fresh buffer, laid out as the model's was."""
+    size = list(shape)
+    if stride is not None:
+        size = [1 + sum((n - 1) * s for n, s in zip(shape, stride))] if all(shape) else [0]
+    if dtype == torch.bool:
+        values = torch.rand(size) < mean
+    elif dtype.is_floating_point:
+        values = (torch.randn(size) * std + mean).clamp(low, high).to(dtype)
+    else:
+        values = torch.randint(int(low), int(high) + 1, size, dtype=dtype)
+    return values if stride is None else values.as_strided(shape, stride)
+
+
+def get_inputs():
+    return [
+        draw([256, 64, 64], torch.float32, low=-0.0304714, high=0.0262911, mean=3.95985e-07, std=0.00102431, stride=[131072, 64, 1]),
+        draw([256, 64, 128], torch.float32, low=-0.13044, high=0.195107, mean=0.000340971, std=0.0142404, stride=[8192, 1, 64]),
+    ]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,44 @@
+"""A fused region of qwen35: convolution -> silu, at its captured shapes ([8, 8192, 5] bfloat16, [8192, 1, 4] bfloat16). It returns the region's last result only."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """2 calls qwen35 makes in a row, each reading an earlier one's result."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x0, x1):
+        t0 = torch.ops.aten.convolution.default(x0, x1, None, [1], [0], [1], False, [0], 8192)
+        t1 = torch.ops.aten.silu.default(torch.ops.aten.as_strided.default(t0, [8, 8192, 1], [16384, 2, 1], 1))
+        return t1
+
+
+def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
+    """A tensor of `shape` and `dtype` whose values look like the captured ones: integers uniform in
+    [low, high] (so indices stay in range), booleans true with probability `mean`, floats normal
+    with `mean` and `std` clipped to [low, high] (so inputs that were positive stay positive).
+    With `stride`, the tensor is a strided view of a fresh buffer, laid out as the model's was."""
+    size = list(shape)
+    if stride is not None:
+        size = [1 + sum((n - 1) * s for n, s in zip(shape, stride))] if all(shape) else [0]
+    if dtype == torch.bool:
+        values = torch.rand(size) < mean
+    elif dtype.is_floating_point:
+        values = (torch.randn(size) * std + mean).clamp(low, high).to(dtype)
+    else:
+        values = torch.randint(int(low), int(high) + 1, size, dtype=dtype)
+    return values if stride is None else values.as_strided(shape, stride)
+
+
+def get_inputs():
+    return [
+        draw([8, 8192, 5], torch.bfloat16, low=-5.625, high=5.625, mean=-0.00152599, std=1.27896),
+        draw([8192, 1, 4], torch.bfloat16, low=-0.0839844, high=0.0732422, mean=0.000204299, std=0.0201737),
+    ]
+
+
+def get_init_inputs():
+    return []

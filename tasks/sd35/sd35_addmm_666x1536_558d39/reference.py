@@ -1,0 +1,43 @@
+"""aten.addmm from sd35 at its captured shapes: [1536] bfloat16, [666, 6144] bfloat16, [6144, 1536] bfloat16."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """aten.addmm.default exactly as sd35 calls it (920 calls with these arguments)."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x0, x1, x2):
+        return torch.ops.aten.addmm.default(x0, x1, x2)
+
+
+def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
+    """A tensor of `shape` and `dtype` whose values look like the captured ones: integers uniform in
+    [low, high] (so indices stay in range), booleans true with probability `mean`, floats normal
+    with `mean` and `std` clipped to [low, high] (so inputs that were positive stay positive).
+    With `stride`, the tensor is a strided view of a fresh buffer, laid out as the model's was."""
+    size = list(shape)
+    if stride is not None:
+        size = [1 + sum((n - 1) * s for n, s in zip(shape, stride))] if all(shape) else [0]
+    if dtype == torch.bool:
+        values = torch.rand(size) < mean
+    elif dtype.is_floating_point:
+        values = (torch.randn(size) * std + mean).clamp(low, high).to(dtype)
+    else:
+        values = torch.randint(int(low), int(high) + 1, size, dtype=dtype)
+    return values if stride is None else values.as_strided(shape, stride)
+
+
+def get_inputs():
+    return [
+        draw([1536], torch.bfloat16, low=-0.0127563, high=0.0127563, mean=-0.000204722, std=0.00735074),
+        draw([666, 6144], torch.bfloat16, low=-0.169922, high=3, mean=0.116194, std=0.324052),
+        draw([6144, 1536], torch.bfloat16, low=-0.0127563, high=0.0127563, mean=-8.84572e-07, std=0.00736573, stride=[1, 6144]),
+    ]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,45 @@
+"""A fused region of sd35: addmm -> gelu, at its captured shapes ([6144] bfloat16, [666, 1536] bfloat16, [1536, 6144] bfloat16). It returns the region's last result only."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """2 calls sd35 makes in a row, each reading an earlier one's result."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x0, x1, x2):
+        t0 = torch.ops.aten.addmm.default(x0, x1, x2)
+        t1 = torch.ops.aten.gelu.default(torch.ops.aten.as_strided.default(t0, [2, 333, 6144], [2045952, 6144, 1], 0), approximate='tanh')
+        return t1
+
+
+def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
+    """A tensor of `shape` and `dtype` whose values look like the captured ones: integers uniform in
+    [low, high] (so indices stay in range), booleans true with probability `mean`, floats normal
+    with `mean` and `std` clipped to [low, high] (so inputs that were positive stay positive).
+    With `stride`, the tensor is a strided view of a fresh buffer, laid out as the model's was."""
+    size = list(shape)
+    if stride is not None:
+        size = [1 + sum((n - 1) * s for n, s in zip(shape, stride))] if all(shape) else [0]
+    if dtype == torch.bool:
+        values = torch.rand(size) < mean
+    elif dtype.is_floating_point:
+        values = (torch.randn(size) * std + mean).clamp(low, high).to(dtype)
+    else:
+        values = torch.randint(int(low), int(high) + 1, size, dtype=dtype)
+    return values if stride is None else values.as_strided(shape, stride)
+
+
+def get_inputs():
+    return [
+        draw([6144], torch.bfloat16, low=-0.0255127, high=0.0255127, mean=0.000203106, std=0.0147037),
+        draw([666, 1536], torch.bfloat16, low=-4.84375, high=4.96875, mean=-0.000889985, std=1.00323),
+        draw([1536, 6144], torch.bfloat16, low=-0.0255127, high=0.0255127, mean=6.54341e-06, std=0.014733, stride=[1, 1536]),
+    ]
+
+
+def get_init_inputs():
+    return []

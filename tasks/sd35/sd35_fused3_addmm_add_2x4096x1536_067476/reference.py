@@ -1,0 +1,48 @@
+"""A fused region of sd35: addmm -> mul -> add, at its captured shapes ([1536] bfloat16, [8192, 6144] bfloat16, [6144, 1536] bfloat16, [2, 1, 1536] bfloat16, [2, 4096, 1536] bfloat16). It returns the region's last result only."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """3 calls sd35 makes in a row, each reading an earlier one's result."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x0, x1, x2, x3, x4):
+        t0 = torch.ops.aten.addmm.default(x0, x1, x2)
+        t1 = torch.ops.aten.mul.Tensor(x3, torch.ops.aten.as_strided.default(t0, [2, 4096, 1536], [6291456, 1536, 1], 0))
+        t2 = torch.ops.aten.add.Tensor(x4, t1)
+        return t2
+
+
+def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
+    """A tensor of `shape` and `dtype` whose values look like the captured ones: integers uniform in
+    [low, high] (so indices stay in range), booleans true with probability `mean`, floats normal
+    with `mean` and `std` clipped to [low, high] (so inputs that were positive stay positive).
+    With `stride`, the tensor is a strided view of a fresh buffer, laid out as the model's was."""
+    size = list(shape)
+    if stride is not None:
+        size = [1 + sum((n - 1) * s for n, s in zip(shape, stride))] if all(shape) else [0]
+    if dtype == torch.bool:
+        values = torch.rand(size) < mean
+    elif dtype.is_floating_point:
+        values = (torch.randn(size) * std + mean).clamp(low, high).to(dtype)
+    else:
+        values = torch.randint(int(low), int(high) + 1, size, dtype=dtype)
+    return values if stride is None else values.as_strided(shape, stride)
+
+
+def get_inputs():
+    return [
+        draw([1536], torch.bfloat16, low=-0.0127563, high=0.0127563, mean=-7.00292e-06, std=0.00735786),
+        draw([8192, 6144], torch.bfloat16, low=-0.169922, high=2.67188, mean=0.128802, std=0.324842),
+        draw([6144, 1536], torch.bfloat16, low=-0.0127563, high=0.0127563, mean=-7.17415e-06, std=0.0073636, stride=[1, 6144]),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.229492, high=0.206055, mean=-0.00121922, std=0.064498, stride=[9216, 1536, 1]),
+        draw([2, 4096, 1536], torch.bfloat16, low=-3.39062, high=3.67188, mean=0.360681, std=0.840862),
+    ]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,53 @@
+"""A fused region of sd35: add -> mul -> add -> native_layer_norm -> add -> mul -> add, at its captured shapes ([2, 333, 1536] bfloat16, [1536] bfloat16, [2, 1, 1536] bfloat16, [2, 333, 1536] bfloat16, [2, 1, 1536] bfloat16, [2, 1, 1536] bfloat16). It returns the region's last result only."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """7 calls sd35 makes in a row, each reading an earlier one's result."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x0, x1, x2, x3, x4, x5):
+        t0 = torch.ops.aten.add.Tensor(x0, x1)
+        t1 = torch.ops.aten.mul.Tensor(x2, t0)
+        t2 = torch.ops.aten.add.Tensor(x3, t1)
+        t3 = torch.ops.aten.native_layer_norm.default(t2, [1536], None, None, 1e-06)
+        t4 = torch.ops.aten.add.Tensor(x4, 1)
+        t5 = torch.ops.aten.mul.Tensor(t3[0], t4)
+        t6 = torch.ops.aten.add.Tensor(t5, x5)
+        return t6
+
+
+def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
+    """A tensor of `shape` and `dtype` whose values look like the captured ones: integers uniform in
+    [low, high] (so indices stay in range), booleans true with probability `mean`, floats normal
+    with `mean` and `std` clipped to [low, high] (so inputs that were positive stay positive).
+    With `stride`, the tensor is a strided view of a fresh buffer, laid out as the model's was."""
+    size = list(shape)
+    if stride is not None:
+        size = [1 + sum((n - 1) * s for n, s in zip(shape, stride))] if all(shape) else [0]
+    if dtype == torch.bool:
+        values = torch.rand(size) < mean
+    elif dtype.is_floating_point:
+        values = (torch.randn(size) * std + mean).clamp(low, high).to(dtype)
+    else:
+        values = torch.randint(int(low), int(high) + 1, size, dtype=dtype)
+    return values if stride is None else values.as_strided(shape, stride)
+
+
+def get_inputs():
+    return [
+        draw([2, 333, 1536], torch.bfloat16, low=-0.761719, high=0.734375, mean=-0.00181449, std=0.197399),
+        draw([1536], torch.bfloat16, low=-0.0255127, high=0.0255127, mean=5.18562e-05, std=0.0147856),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.214844, high=0.238281, mean=-0.000902519, std=0.0650099, stride=[9216, 1536, 1]),
+        draw([2, 333, 1536], torch.bfloat16, low=-2.60938, high=2.98438, mean=0.00013656, std=0.577879),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.244141, high=0.275391, mean=0.00120373, std=0.0638442, stride=[9216, 1536, 1]),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.214844, high=0.285156, mean=-0.000357909, std=0.0659044, stride=[9216, 1536, 1]),
+    ]
+
+
+def get_init_inputs():
+    return []

@@ -172,7 +172,7 @@ def test_declines_in_plain_text_what_it_has_no_template_for(file, expected):
 
 def test_declines_another_platform_or_dtype():
     messages = build_messages(resolve_one("rmsnorm_qwen"), CPU, "new", [])
-    for old, new in [("platform: cpu", "platform: cuda"), ("[float32]", "[bfloat16]")]:
+    for old, new in [("platform: cpu", "platform: metal"), ("[float32]", "[bfloat16]")]:
         edited = [messages[0], {"role": "user", "content": messages[1]["content"].replace(old, new)}]
         text = OfflineModel().complete(edited).text
         assert text.startswith("I have no template for rms_norm on") and extract_code(text) is None

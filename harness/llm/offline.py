@@ -11,55 +11,20 @@ of the space in a fixed order, and says so in plain text when nothing is left.
 from __future__ import annotations
 
 import ast
-import itertools
 import json
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 from typing import Any
 
+from harness.llm import offline_gpu
 from harness.llm.base import Completion
+from harness.llm.offline_family import Family, Point
+from harness.llm.offline_gpu import GPU_FAMILIES, GpuPlan
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates" / "cpu"
-
-Point = tuple[Any, ...]
-
-
-@dataclass(frozen=True)
-class Family:
-    """One kernel template, the performance choices it exposes, and the tasks it fits."""
-
-    name: str
-    template: str
-    # Choices ordered by how much changing them tends to pay; the first value of each is the default.
-    space: dict[str, tuple[Any, ...]]
-    fixed: dict[str, str] = field(default_factory=dict)  # template values the task decides
-    init: str = "none"  # constructor the template's ModelNew takes: none | hidden | groups
-    parameters: tuple[str, ...] = ()  # nn.Parameter names the reference must register
-    axis: str = "any"  # last: acts along the last dim only | halves: splits the last dim in two
-
-    @property
-    def default(self) -> Point:
-        return tuple(values[0] for values in self.space.values())
-
-    def points(self) -> list[Point]:
-        """The whole space, the first choice varying fastest, so early points change what pays most."""
-        return [p[::-1] for p in itertools.product(*reversed(self.space.values()))]
-
-    def neighbours(self, point: Point) -> list[Point]:
-        """Points that change one choice of `point`, the first choice first."""
-        return [
-            point[:i] + (value,) + point[i + 1 :]
-            for i, values in enumerate(self.space.values())
-            for value in values
-            if value != point[i]
-        ]
-
-    def describe(self, point: Point) -> str:
-        return f"offline {self.name} {json.dumps(dict(zip(self.space, point)))}"
-
 
 # -mprefer-vector-width: zmm registers halve the instructions, ymm keep clocks up on some parts.
 _VECTOR_BITS = (512, 256)
@@ -69,7 +34,7 @@ _SCHEDULE = {"schedule": ("dynamic, 16384", "static")}
 # glibc's expf is exact but scalar: the fallback when the polynomial's accuracy is in doubt.
 _EXP = {"exp": ("poly", "libm")}
 
-FAMILIES: dict[str, Family] = {
+CPU_FAMILIES: dict[str, Family] = {
     f.name: f
     for f in [
         Family("softmax", "softmax", {**_ROW_REDUCTION, "passes": (3, 2), **_EXP}, axis="last"),
@@ -108,6 +73,10 @@ FAMILIES: dict[str, Family] = {
         ),
     ]
 }
+
+FAMILIES: dict[str, Family] = {**CPU_FAMILIES, **GPU_FAMILIES}
+GPU_PLATFORMS = ("triton", "cuda")
+_GPU_DTYPES = ("float32", "float16", "bfloat16")
 
 # Operator lines (or aten ops joined by '+') to families; "gelu" splits on the reference's approximate.
 OPERATORS = {
@@ -192,7 +161,7 @@ def family_for(task: PromptTask) -> Family | None:
     if key == "gelu":
         tanh = re.search(r"""approximate\s*=\s*["']tanh["']""", task.reference)
         key = "gelu_tanh" if tanh else "gelu_erf"
-    return FAMILIES.get(key) if key else None
+    return CPU_FAMILIES.get(key) if key else None
 
 
 def _softmax_dim(reference: str) -> int | None:
@@ -240,8 +209,35 @@ def unfit_reason(family: Family, task: PromptTask) -> str | None:
     return None
 
 
+def gpu_plan(task: PromptTask) -> GpuPlan | str:
+    """The plan of a `triton` or `cuda` candidate, or a plain-text refusal. A hand-written task must fit
+    its operator family's template as on the CPU; a captured one is read as its graph of aten calls."""
+    refusal = f"I have no template for {task.operator} on {task.platform} with {task.dtype}"
+    family = family_for(task)
+    if "torch.ops.aten." not in task.reference:
+        one_tensor = len(task.input_shapes) == 1 and len(task.input_shapes[0]) > 0
+        if family is None or not one_tensor or task.input_dtypes[0] not in _GPU_DTYPES:
+            return refusal + "."
+        reason = unfit_reason(family, task)
+        if reason:
+            return f"{refusal}: my {family.name} template does not fit, as {reason}."
+    plan = offline_gpu.choose(task, family, _task_eps(task, family))
+    return f"{refusal}: {plan}." if isinstance(plan, str) else plan
+
+
+def _task_eps(task: PromptTask, family: Family | None) -> float:
+    """The eps ModelNew is built with: the task's constructor argument, else the reference's default."""
+    position = {"hidden": 1, "groups": 2}.get(family.init if family else "none")
+    if position is not None and len(task.init_inputs) > position:
+        return float(task.init_inputs[position])
+    return _default_eps(task)
+
+
 def decline_reason(task: PromptTask) -> str | None:
     """A plain-text refusal when no template serves the task, else None."""
+    if task.platform in GPU_PLATFORMS:
+        plan = gpu_plan(task)
+        return plan if isinstance(plan, str) else None
     refusal = f"I have no template for {task.operator} on {task.platform} with {task.dtype}"
     family = family_for(task)
     one_tensor = len(task.input_shapes) == 1 and len(task.input_shapes[0]) > 0
@@ -311,8 +307,11 @@ def _default_eps(task: PromptTask) -> float:
     return float(match.group(1)) if match else 1e-5
 
 
-def render(family: Family, point: Point, task: PromptTask) -> str:
+def render(family: Family, point: Point, task: PromptTask, plan: GpuPlan | None = None) -> str:
     """The candidate source for one point: the approach line, then the filled template."""
+    if family.platform != "cpu":
+        plan = plan or gpu_plan(task)
+        return f"# approach: {family.describe(point)}\n" + offline_gpu.render(family, point, plan)
     text = (TEMPLATES_DIR / f"{family.template}.py.tmpl").read_text()
     values = {
         **family.fixed,
@@ -358,10 +357,10 @@ def answer(prompt: str) -> str:
             "I found no ForgeBench task block (operator, input shapes, input dtypes, init inputs, "
             "platform) in this prompt, so I have no kernel to offer."
         )
-    refusal = decline_reason(task)
-    if refusal:
-        return refusal
-    family = family_for(task)
+    plan = gpu_plan(task) if task.platform in GPU_PLATFORMS else decline_reason(task)
+    if isinstance(plan, str):
+        return plan
+    family = plan.family if plan else family_for(task)
     attempts, parent = parse_attempts(prompt)
     point, why = next_point(family, attempts, parent, refining=_PARENT_HEADING in prompt)
     if point is None:
@@ -369,7 +368,7 @@ def answer(prompt: str) -> str:
             f"Every one of the {len(family.points())} points of my {family.name} template has been tried "
             f"(best: {why}); I have nothing new to propose for {task.operator}."
         )
-    return f"This is {why}: `{family.describe(point)}`.\n\n```python\n{render(family, point, task)}```\n"
+    return f"This is {why}: `{family.describe(point)}`.\n\n```python\n{render(family, point, task, plan)}```\n"
 
 
 class OfflineModel:

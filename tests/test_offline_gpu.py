@@ -1,0 +1,324 @@
+"""The offline model's Triton candidates, run by Triton's interpreter on CPU tensors at small shapes
+against the reference: captured aten graphs (fused chains, broadcasts, strided inputs, casts, norms,
+softmax) and the hand-written families. No GPU needed; the H200 runs benchmarks/offline_gpu_check.py."""
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+# The interpreter must be chosen before any kernel is decorated.
+os.environ["TRITON_INTERPRET"] = "1"
+pytest.importorskip("triton", reason="the Triton candidates need the triton package (pip install triton)")
+
+from harness.evaluate.checks import OpRecorder, compare, forbidden_ops
+from harness.llm.base import extract_code
+from harness.llm.offline import FAMILIES, PromptTask, answer, gpu_plan, render
+from harness.llm.offline_gpu import GpuPlan
+from harness.platforms.base import Platform
+from harness.prompts import build_messages
+from harness.tasks import load_reference_module, load_task_dir
+
+TRITON = Platform("triton", "cuda", "Triton")
+TASKS = Path(__file__).resolve().parents[1] / "tasks"
+HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
+
+
+def captured(body: str, inputs: str) -> str:
+    """A reference in the form `forgebench capture` writes: aten calls on x0, x1, ..."""
+    params = ", ".join(f"x{i}" for i in range(inputs.count("draw(")))
+    lines = "".join(f"        {line.strip()}\n" for line in body.strip().splitlines())
+    return (
+        HEADER
+        + "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n\n"
+        + f"    def forward(self, {params}):\n{lines}\n\n"
+        + DRAW
+        + f"\n\ndef get_inputs():\n    return [{inputs}]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+
+
+DRAW = """def draw(shape, dtype, stride=None):
+    size = list(shape)
+    if stride is not None:
+        size = [1 + sum((n - 1) * s for n, s in zip(shape, stride))]
+    values = torch.randn(size).to(dtype)
+    return values if stride is None else values.as_strided(shape, stride)
+"""
+
+
+def load(source: str, name: str):
+    path = os.path.join(os.environ["OFFLINE_GPU_TMP"], f"{name}.py")
+    with open(path, "w") as f:
+        f.write(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(autouse=True)
+def scratch(tmp_path, monkeypatch):
+    monkeypatch.setenv("OFFLINE_GPU_TMP", str(tmp_path))
+
+
+def task_of(reference: str, operator: str = "fused", init=(), platform: str = "triton") -> PromptTask:
+    module = load(reference, "reference_for_shapes")
+    torch.manual_seed(0)
+    inputs = module.get_inputs()
+    return PromptTask(
+        operator=operator,
+        aten_ops=[],
+        input_shapes=[list(t.shape) for t in inputs],
+        input_dtypes=[str(t.dtype).removeprefix("torch.") for t in inputs],
+        init_inputs=list(init),
+        platform=platform,
+        reference=reference,
+    )
+
+
+def check_default_candidate(task: PromptTask, family: str, point=None) -> None:
+    """The candidate at the family's default point matches the reference and calls no torch compute."""
+    plan = gpu_plan(task)
+    assert isinstance(plan, GpuPlan), plan
+    assert plan.family.name == family
+    source = render(plan.family, point or plan.family.default, task, plan)
+    candidate, reference = load(source, f"candidate_{family}"), load(task.reference, "reference")
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        inputs = reference.get_inputs()
+        torch.manual_seed(0)
+        model = reference.Model(*task.init_inputs)
+        torch.manual_seed(0)
+        mine = candidate.ModelNew(*task.init_inputs)
+        mine.load_state_dict(model.state_dict())
+        expected = model(*inputs)
+        with OpRecorder() as recorder:
+            got = mine(*inputs)
+        assert not forbidden_ops(recorder.ops), forbidden_ops(recorder.ops)
+        mismatch = compare(expected, got)
+        assert mismatch is None, f"{mismatch.reason}\n{source}"
+
+
+RMSNORM_CHAIN = """
+    t0 = torch.ops.aten._to_copy.default(x0, dtype=torch.float32)
+    t1 = torch.ops.aten.pow.Tensor_Scalar(t0, 2)
+    t2 = torch.ops.aten.mean.dim(t1, [-1], True)
+    t3 = torch.ops.aten.add.Tensor(t2, 1e-06)
+    t4 = torch.ops.aten.rsqrt.default(t3)
+    t5 = torch.ops.aten.mul.Tensor(t0, t4)
+    t6 = torch.ops.aten._to_copy.default(t5, dtype=torch.bfloat16)
+    t7 = torch.ops.aten.mul.Tensor(x1, t6)
+    return t7
+"""
+
+CAPTURED = {
+    "fused_rmsnorm_chain": (
+        RMSNORM_CHAIN,
+        "draw([2, 3, 96], torch.bfloat16), draw([96], torch.bfloat16)",
+        "triton_rows",
+    ),
+    "broadcast_mul_stride0": (
+        "return torch.ops.aten.mul.Tensor(x0, x1)",
+        "draw([4, 6, 40], torch.float16), draw([4, 6, 40], torch.float16, stride=[0, 0, 1])",
+        "triton_pointwise",
+    ),
+    "transposed_input_silu_add": (
+        "t0 = torch.ops.aten.silu.default(x0)\nreturn torch.ops.aten.add.Tensor(t0, x1, alpha=2)",
+        "draw([24, 40], torch.float32, stride=[1, 24]), draw([40], torch.float32)",
+        "triton_pointwise",
+    ),
+    "bf16_to_fp32_cast": (
+        "return torch.ops.aten._to_copy.default(x0, dtype=torch.float32)",
+        "draw([5, 7, 9], torch.bfloat16)",
+        "triton_pointwise",
+    ),
+    "gelu_tanh_sigmoid_softplus": (
+        "t0 = torch.ops.aten.gelu.default(x0, approximate='tanh')\n"
+        "t1 = torch.ops.aten.sigmoid.default(x0)\n"
+        "t2 = torch.ops.aten.softplus.default(x0)\n"
+        "t3 = torch.ops.aten.mul.Tensor(t0, t1)\n"
+        "return torch.ops.aten.sub.Tensor(t3, t2)",
+        "draw([33, 65], torch.float32)",
+        "triton_pointwise",
+    ),
+    "masked_fill_where": (
+        "t0 = torch.ops.aten.gt.Scalar(x1, 0.0)\n"
+        "t1 = torch.ops.aten.masked_fill.Scalar(x0, t0, -10000.0)\n"
+        "return torch.ops.aten.exp.default(t1)",
+        "draw([8, 50], torch.float32), draw([50], torch.float32)",
+        "triton_pointwise",
+    ),
+    "layer_norm": (
+        "out = torch.ops.aten.native_layer_norm.default(x0, [48], x1, x2, 1e-06)\nreturn out[0]",
+        "draw([2, 5, 48], torch.bfloat16), draw([48], torch.bfloat16), draw([48], torch.bfloat16)",
+        "triton_rows",
+    ),
+    "group_norm": (
+        "out = torch.ops.aten.native_group_norm.default(x0, x1, x2, 2, 8, 20, 4, 1e-05)\nreturn out[0]",
+        "draw([2, 8, 4, 5], torch.float32), draw([8], torch.float32), draw([8], torch.float32)",
+        "triton_groupnorm",
+    ),
+    "group_norm_split_across_programs": (
+        "out = torch.ops.aten.native_group_norm.default(x0, None, x1, 1, 4, 9216, 2, 1e-05)\nreturn out[0]",
+        "draw([1, 4, 96, 96], torch.bfloat16), draw([4], torch.bfloat16)",
+        "triton_groupnorm",
+    ),
+    "batch_norm_inference": (
+        "out = torch.ops.aten.native_batch_norm.default(x0, x1, x2, x3, x4, False, 0.1, 1e-05)\nreturn out[0]",
+        "draw([2, 6, 5, 5], torch.float16), draw([6], torch.float16), draw([6], torch.float16), "
+        "draw([6], torch.float16), draw([6], torch.float16).abs()",
+        "triton_pointwise",
+    ),
+    "softmax": (
+        "return torch.ops.aten._softmax.default(x0, -1, False)",
+        "draw([3, 7, 100], torch.float16)",
+        "triton_rows",
+    ),
+    "log_softmax_and_row_mean_outputs": (
+        "t0 = torch.ops.aten._log_softmax.default(x0, -1, False)\n"
+        "t1 = torch.ops.aten.mean.dim(x0, [-1], True)\n"
+        "return t0, t1",
+        "draw([6, 30], torch.float32)",
+        "triton_rows",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CAPTURED))
+def test_captured_graph_candidate_matches_reference(name):
+    body, inputs, family = CAPTURED[name]
+    check_default_candidate(task_of(captured(body, inputs)), family)
+
+
+def test_short_rows_share_a_program_at_another_point():
+    body, inputs, _ = CAPTURED["fused_rmsnorm_chain"]
+    check_default_candidate(task_of(captured(body, inputs)), "triton_rows", point=(4, 16384))
+
+
+HANDWRITTEN = {
+    "softmax": ("softmax_fp16_attn", "aten._softmax", [[6, 100]], "float16", [], "triton_rows"),
+    "rmsnorm": ("rmsnorm_bf16_qwen", "rms_norm", [[6, 64]], "bfloat16", [64, 1e-6], "triton_rows"),
+    "rmsnorm_fp32": ("rmsnorm_qwen", "rms_norm", [[6, 64]], "float32", [64, 1e-6], "triton_rows"),
+    "layernorm": ("layernorm_sd3", "aten.native_layer_norm", [[6, 48]], "float32", [48, 1e-6], "triton_rows"),
+    "groupnorm": ("groupnorm_sd_vae", "aten.native_group_norm", [[1, 8, 6, 6]], "float32", [4, 8, 1e-6], None),
+    "silu_and_mul": ("silu_and_mul_qwen", "silu_and_mul", [[6, 40]], "float16", [], "triton_pointwise"),
+    "gelu_tanh": ("gelu_tanh_sd3", "aten.gelu", [[6, 40]], "bfloat16", [], "triton_pointwise"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HANDWRITTEN))
+def test_handwritten_family_candidate_matches_reference(name):
+    task_id, operator, shapes, dtype, init, family = HANDWRITTEN[name]
+    folder = "handwritten_gpu" if task_id.endswith(("attn", "bf16_qwen")) else "handwritten"
+    source = (TASKS / folder / task_id / "reference.py").read_text()
+    inputs = f"[(torch.randn({shapes[0]}) * 3).to(torch.{dtype})]"
+    source = source.split("\ndef get_inputs")[0] + f"\ndef get_inputs():\n    return {inputs}\n"
+    task = PromptTask(operator, [], shapes, [dtype], init, "triton", source)
+    check_default_candidate(task, family or "triton_groupnorm")
+
+
+@pytest.mark.parametrize(
+    "body, inputs, expected",
+    [
+        (
+            "return torch.ops.aten.mm.default(x0, x1)",
+            "draw([4, 4], torch.float32), draw([4, 4], torch.float32)",
+            "aten.mm",
+        ),
+        ("return torch.ops.aten.sum.dim_IntList(x0, [0], True)", "draw([4, 4], torch.float32)", "last dimension"),
+        ("return torch.ops.aten.cat.default([x0, x0], -1)", "draw([4, 4], torch.float32)", "aten.cat"),
+        (
+            "out = torch.ops.aten.native_layer_norm.default(x0, [4], None, None, 1e-05)\nreturn out[1]",
+            "draw([4, 4], torch.float32)",
+            "output 1",
+        ),
+    ],
+)
+def test_declines_graphs_one_kernel_cannot_compute(body, inputs, expected):
+    text = answer(prompt_of(task_of(captured(body, inputs))))
+    assert extract_code(text) is None and expected in text, text
+
+
+def prompt_of(task: PromptTask) -> str:
+    return (
+        f"operator: {task.operator}\naten ops: unknown\ninput shapes: {task.input_shapes}\n"
+        f"input dtypes: [{', '.join(task.input_dtypes)}]\ninit inputs: {task.init_inputs}\n"
+        f"platform: {task.platform}\n\nReference (`Model`):\n```python\n{task.reference}\n```\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "body, inputs, family",
+    [
+        ("return torch.ops.aten._softmax.default(x0, -1, False)", "draw([4, 64], torch.float16)", "cuda_softmax"),
+        (
+            "return torch.ops.aten.gelu.default(x0, approximate='tanh')",
+            "draw([4, 64], torch.bfloat16)",
+            "cuda_pointwise",
+        ),
+    ],
+)
+def test_cuda_candidates_are_python_with_an_nvrtc_kernel(body, inputs, family):
+    code = extract_code(answer(prompt_of(task_of(captured(body, inputs), platform="cuda"))))
+    assert code.startswith(f"# approach: offline {family} ")
+    compile(code, "candidate", "exec")
+    assert 'extern "C" __global__' in code and "compile_cuda(SOURCE" in code
+
+
+def test_cuda_rmsnorm_serves_the_handwritten_task():
+    source = (TASKS / "handwritten_gpu" / "rmsnorm_bf16_qwen" / "reference.py").read_text()
+    task = PromptTask("rms_norm", [], [[16384, 4096]], ["bfloat16"], [4096, 1e-6], "cuda", source)
+    code = extract_code(answer(prompt_of(task)))
+    assert code.startswith("# approach: offline cuda_rmsnorm ") and "typedef __nv_bfloat16 T;" in code
+    compile(code, "candidate", "exec")
+
+
+def test_gpu_families_walk_their_space_like_the_cpu_ones():
+    task = task_of(captured(*CAPTURED["softmax"][:2]))
+    family = FAMILIES["triton_rows"]
+    first = extract_code(answer(prompt_of(task)))
+    refine = (
+        prompt_of(task)
+        + "\n## Earlier attempts (do not repeat these)\n"
+        + f"- `{first.splitlines()[0][2:]}`: correct (1 ms, 2x vs eager)\n"
+        + "\n## The version to improve\nIt was evaluated as: correct (1 ms, 2x vs eager)\n\n```python\n"
+        + first
+        + "```\n"
+    )
+    second = extract_code(answer(refine))
+    assert second.splitlines()[0] == f"# approach: {family.describe(family.neighbours(family.default)[0])}"
+
+
+def test_every_task_captured_from_the_fixture_model_is_computed_or_declined_for_its_matmul(tmp_path):
+    """Real `forgebench capture` output, single ops and fused regions: each Triton candidate matches its
+    reference; only the regions holding a matmul or a gather are declined."""
+    args = ["--device", "cpu", "--out", str(tmp_path), "--budget-ms", "5", "--min-share", "0.0001", "--coverage", "1"]
+    run = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "capture", "--model", "tests.capture_fixture_model:build", *args],
+        cwd=TASKS.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    served = []
+    for folder in sorted(p.parent for p in tmp_path.rglob("task.yaml")):
+        task = load_task_dir(folder)
+        text = answer(build_messages(task, TRITON, "new", [])[1]["content"])
+        code = extract_code(text)
+        if code is None:
+            assert re.search(r"aten\.(mm|addmm|embedding|_unsafe_view)\b", text), text
+            continue
+        served.append(task.operator)
+        candidate, reference = load(code, f"captured_{task.id}"), load_reference_module(task.reference_path)
+        torch.manual_seed(1)
+        inputs = reference.get_inputs()
+        mismatch = compare(reference.Model()(*inputs), candidate.ModelNew()(*inputs))
+        assert mismatch is None, f"{task.id}: {mismatch.reason}"
+    assert {"aten._softmax", "aten.native_layer_norm", "aten.mul"} <= set(served), served

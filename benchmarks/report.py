@@ -29,6 +29,8 @@ def variant(source: str, platform: str, i: int) -> str:
     """The same kernel with a comment that changes its hash, so nothing is cached."""
     if platform == "cuda":
         return source.replace("#include <cuda_fp16.h>", f"#include <cuda_fp16.h>\n// variant {i}")
+    if platform == "cpu":
+        return source.replace("#include <cmath>", f"#include <cmath>\n// variant {i}")
     return source.replace("    row = tl.program_id(0)", f"    # variant {i}\n    row = tl.program_id(0)", 1)
 
 
@@ -64,17 +66,59 @@ def turnaround(platform: str, name: str, task_id: str, root: Path, n: int = 5) -
         "reference_and_baselines_s": reference_s,
         "new_source_wall_s": [r.phases["wall_s"] for r in fresh],
         "cached_wall_s": [r.phases["wall_s"] for r in cached],
-        "new_source_phases": fresh[0].phases,
-        "cached_phases": cached[0].phases,
+        "new_source_phases": median_phases(fresh),
+        "cached_phases": median_phases(cached),
         "cached_build": [r.cached_build for r in cached],
         "time_ms": [r.time_ms for r in fresh + cached],
         "baselines": fresh[0].baselines,
+        "baselines_skipped": fresh[0].baselines_skipped,
+        "baselines_setup_s": fresh[0].baselines_setup_s,
+        "speedups": fresh[0].speedups,
         "speedup_vs_eager": fresh[0].speedup_vs_eager,
         "speedup_vs_compile": fresh[0].speedup_vs_compile,
         "sol_fraction": fresh[0].sol_fraction,
         "env": fresh[0].env,
         "ceilings": ev.ceilings(),
     }
+
+
+# The order phases happen in; "worker_start_s" is forking the worker and reading its record.
+PHASES = ("worker_start_s", "inputs_s", "build_s", "check_s", "timing_s", "save_s", "compare_s", "wall_s")
+
+
+def median_phases(results: list) -> dict[str, float]:
+    """Each phase's median over the runs (a phase a run lacks is left out of its median)."""
+    names = dict.fromkeys(n for r in results for n in r.phases)
+    return {n: statistics.median(r.phases[n] for r in results if n in r.phases) for n in names}
+
+
+def phase_table(t: dict) -> str:
+    """Rows new/cached, a column per phase, seconds (median over the runs)."""
+    names = [n for n in PHASES if n in t["new_source_phases"] or n in t["cached_phases"]]
+    rest = [n for n in t["new_source_phases"] if n not in names]
+    header = "  ".join(f"{n.removesuffix('_s'):>12s}" for n in names + rest)
+    rows = [f"{'':8s}{header}"]
+    for label, phases in (("new", t["new_source_phases"]), ("cached", t["cached_phases"])):
+        rows.append(f"{label:8s}" + "  ".join(f"{phases.get(n, float('nan')):12.3f}" for n in names + rest))
+    return "\n".join(rows)
+
+
+def describe(t: dict) -> str:
+    lines = [
+        f"{t['platform']} {t['candidate']} on {t['task']}: new {statistics.median(t['new_source_wall_s']):.2f} s, "
+        f"cached {statistics.median(t['cached_wall_s']):.2f} s (median wall); reference and baselines "
+        f"{t['reference_and_baselines_s']:.1f} s",
+        phase_table(t),
+    ]
+    for name, ms in t["baselines"].items():
+        base = name.removesuffix("_ms")
+        setup = t["baselines_setup_s"].get(base)
+        lines.append(
+            f"  {base:22s} {ms:.4f} ms  kernel {t['speedups'].get(base, float('nan')):.2f}x faster"
+            + (f"  (built in {setup:.1f} s)" if setup is not None else "")
+        )
+    lines += [f"  {name:22s} skipped: {why}" for name, why in t["baselines_skipped"].items()]
+    return "\n".join(lines)
 
 
 def do_bench_reference(task_id: str, candidates: dict[str, str]) -> dict:
@@ -108,7 +152,7 @@ def cpu_main(out: str) -> None:
     Path(out).write_text(json.dumps(report, indent=1))
     t = report["cpu"]
     print(f"cpu new {[round(x, 2) for x in t['new_source_wall_s']]} cached {[round(x, 2) for x in t['cached_wall_s']]}")
-    print("phases new", t["new_source_phases"], "cached", t["cached_phases"])
+    print(describe(t))
 
 
 def main(out: str) -> None:
@@ -145,11 +189,8 @@ def main(out: str) -> None:
         }
     save("harness_vs_do_bench")
     for t in report["turnaround"]:
-        print(
-            f"{t['platform']:7s} {t['candidate']:18s} new {statistics.median(t['new_source_wall_s']):.2f} s  "
-            f"cached {statistics.median(t['cached_wall_s']):.2f} s  time {statistics.median(t['time_ms']):.4f} ms  "
-            f"baselines {t['baselines']}  sol {t['sol_fraction']}"
-        )
+        print(describe(t))
+        print(f"  kernel {statistics.median(t['time_ms']):.4f} ms, share of roofline {t['sol_fraction']}")
     print("repeatability", report["repeatability"])
     print("do_bench", report["harness_vs_do_bench"])
 

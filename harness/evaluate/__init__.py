@@ -10,7 +10,6 @@ from pathlib import Path
 
 from harness.errors import ForgeBenchError
 from harness.evaluate import baselines
-from harness.evaluate.judge import Judge
 from harness.evaluate.result import EvalResult
 from harness.evaluate.roofline import floor_ms
 from harness.evaluate.sandbox import (
@@ -65,6 +64,8 @@ class Evaluator:
         for name in platform.baselines:
             baselines.load(name)  # a name with no file fails here, not in every reference worker
         self._workers = ZygotePool(platform.preload)
+        from harness.evaluate.judge import Judge  # run as `-m harness.evaluate.judge` too: imported late
+
         self._judge_process = Judge(platform.device, base_env())
 
     def close(self) -> None:
@@ -145,6 +146,7 @@ class Evaluator:
         started = time.perf_counter()
         request = self._request(task, "candidate", folder, candidate_path=str(folder / "candidate.py"), profile=profile)
         record, failure = self._run(request, folder, self.settings.timeout_s)
+        worker_s = time.perf_counter() - started
         if record is None:
             verdict = "timeout" if failure.startswith("timeout") else "crash"
             result = EvalResult(task.id, self.platform.name, verdict, reason=failure)
@@ -159,6 +161,10 @@ class Evaluator:
                     "crash",
                     reason=f"the worker's record is unusable ({type(exc).__name__}: {exc})",
                 )
+        result.phases["worker_s"] = worker_s
+        if record is not None and isinstance(record.get("wall_s"), (int, float)):
+            # Forking the worker, its set-up, and reading its record: what the worker's clock misses.
+            result.phases["worker_start_s"] = max(0.0, worker_s - record["wall_s"])
         result.phases["wall_s"] = time.perf_counter() - started
         return result
 

@@ -99,6 +99,13 @@ def _flatten(output: object) -> list[torch.Tensor]:
     raise TypeError(f"forward returned {type(output).__name__}; expected a tensor or a tuple of tensors")
 
 
+def _all_within(got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float) -> bool:
+    """|got - want| <= atol + rtol * |want| everywhere, in two fused passes: the common case, a few
+    times faster than allclose. NaN and Inf fail here and go to allclose's exact rules."""
+    error = (got - want).abs_()
+    return bool(error.le_(want.abs().mul_(rtol).add_(atol)).all())
+
+
 def compare(expected: object, actual: object, tolerance: dict | None = None) -> Mismatch | None:
     """None when actual matches expected within the dtype's tolerance, else what differs."""
     try:
@@ -117,6 +124,8 @@ def compare(expected: object, actual: object, tolerance: dict | None = None) -> 
         wide = torch.float64 if w.dtype == torch.float64 else torch.float32
         g, w = g.detach().to(wide), w.detach().to(wide)
         atol, rtol = tolerance_for(want[i].dtype, tolerance)
+        if _all_within(g, w, atol, rtol):
+            continue
         if not torch.isfinite(g).all() and torch.isfinite(w).all():
             return Mismatch(f"{label} holds NaN or Inf where the reference is finite")
         if not torch.allclose(g, w, atol=atol, rtol=rtol, equal_nan=True):

@@ -216,10 +216,12 @@ def _profile(model, inputs: list[Any], device: torch.device) -> dict:
 def run_candidate(request: dict, device: torch.device, reference) -> dict:
     phases: dict[str, float] = {}
     budget = request["timing"]
+    clock = timing._perf_counter
+    start = clock()  # on a GPU this includes the worker's CUDA start-up
     ref_model = build_model(reference.Model, reference, request["init_seed"], device)
     timing_sets = _timing_sets(reference, request, device)
     working = timing.clone_inputs(timing_sets[0])
-    clock = timing._perf_counter
+    phases["inputs_s"] = clock() - start
 
     start = clock()
     candidate = _load_candidate(Path(request["candidate_path"]))
@@ -237,6 +239,13 @@ def run_candidate(request: dict, device: torch.device, reference) -> dict:
         escaped = _escaped_work(model, working, device, measured.median_ms)
         if escaped:
             raise Verdict("rejected", escaped)
+        replaced = timing.replaced_clocks()
+        if replaced:
+            raise Verdict(
+                "rejected",
+                f"the candidate replaced {', '.join(replaced)}; the harness's clocks are not the candidate's "
+                "to change (it times with its own copies, bound before the candidate loaded)",
+            )
         # The timed inputs' addresses, given the first check seed's contents: a result cached
         # during timing (by address or by a sample of the contents) shows here as a wrong output.
         timing.load_into(working, make_inputs(reference, request["check_seeds"][0], device))
@@ -289,7 +298,7 @@ def main(request_path: str) -> int:
     request = json.loads(Path(request_path).read_text())
     result_path = Path(request["result_path"])
     device = torch.device(request["device"])
-    started = time.time()
+    started = timing._perf_counter()
     try:
         reference = load_reference_module(Path(request["reference_path"]))
         torch.set_grad_enabled(False)  # baselines and candidates are timed for inference
@@ -298,7 +307,7 @@ def main(request_path: str) -> int:
     except Verdict as v:
         record = {"verdict": v.verdict, "reason": v.reason}
     record["env"] = environment(device)
-    record["wall_s"] = time.time() - started
+    record["wall_s"] = timing._perf_counter() - started
     result_path.write_text(json.dumps(record))
     return 0
 

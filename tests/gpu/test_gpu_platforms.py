@@ -1,4 +1,8 @@
-"""The cuda and triton platforms on a real GPU: legitimate kernels pass, planted faults get verdicts."""
+"""The cuda and triton platforms on a real GPU: legitimate kernels are correct, and every planted
+cheat or fault (tests/gpu/candidates/) gets its verdict, with the run going on after each.
+
+Run on the H200 from the repository root: `python3 -m pytest tests/gpu -q -p no:cacheprovider`.
+"""
 
 import os
 from pathlib import Path
@@ -11,17 +15,53 @@ from harness.tasks import resolve_one
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU (runs on the H200)")
 
 HERE = Path(__file__).parent
-# The torch.compile baseline is measured in docs/benchmarks.md, not here; and the GPU image may
+PLANTED = HERE / "candidates"
+SOFTMAX, RMSNORM = "softmax_fp16_attn", "rmsnorm_bf16_qwen"
+# Baselines beyond eager are measured by benchmarks/report.py, not here; and the GPU image may
 # not let other users open the device, in which case workers cannot run as nobody.
-OVERRIDES = (
-    "platform.baselines=[eager]",
-    f"platform.drop_privileges={os.environ.get('FORGEBENCH_GPU_AS_NOBODY', '1') == '1'}",
-)
-SETTINGS = {"timeout_s": 180, "budget_ms": 100, "warmup_ms": 20}
+AS_NOBODY = f"platform.drop_privileges={os.environ.get('FORGEBENCH_GPU_AS_NOBODY', '1') == '1'}"
+OVERRIDES = ("platform.baselines=[eager]", AS_NOBODY)
+SETTINGS = {"timeout_s": 120, "budget_ms": 100, "warmup_ms": 20}
+HANG_TIMEOUT_S = 15
+
+# Planted candidate -> the legitimate kernel it is appended to (it subclasses that ModelNew).
+APPENDED_TO = {
+    "calls_torch_softmax": "softmax_triton",
+    "torch_fallback_cuda": "softmax_cuda",
+    "writes_into_input_triton": "softmax_triton",
+    "caches_by_address_triton": "softmax_triton",
+    "side_stream_triton": "softmax_triton",
+    "patches_timers_triton": "softmax_triton",
+    "forges_result_triton": "softmax_triton",
+    "exits_in_forward_triton": "softmax_triton",
+}
+# (platform, planted candidate, the verdicts it may get, a fragment its reason must hold)
+CHEATS = [
+    ("triton", "calls_torch_softmax", {"rejected"}, "aten._softmax"),
+    ("cuda", "torch_fallback_cuda", {"rejected"}, "aten._softmax"),
+    ("triton", "writes_into_input_triton", {"rejected"}, "input 0 was modified"),
+    ("triton", "caches_by_address_triton", {"incorrect"}, "differs"),
+    ("triton", "side_stream_triton", {"rejected", "incorrect"}, ""),
+    ("triton", "patches_timers_triton", {"rejected"}, "torch.cuda.Event.elapsed_time"),
+    ("triton", "reads_harness_memory_triton", {"incorrect"}, "differs"),
+    ("triton", "forges_result_triton", {"rejected"}, "below this device's floor"),
+    ("triton", "exits_in_forward_triton", {"crash"}, "exited with status 0"),
+    ("triton", "segfaults_host", {"crash"}, "SIGSEGV"),
+    ("triton", "illegal_access_triton", {"crash", "runtime_error"}, ""),
+    ("cuda", "exhausts_gpu_memory", {"runtime_error", "crash"}, "memory"),
+]
+LEGITIMATE = [
+    ("cuda", "softmax_cuda", SOFTMAX),
+    ("triton", "softmax_triton", SOFTMAX),
+    ("triton", "rmsnorm_triton", RMSNORM),
+]
 
 
 def candidate(name: str) -> str:
-    return (HERE / name).read_text()
+    if name in APPENDED_TO:
+        return f"{(HERE / f'{APPENDED_TO[name]}.py').read_text()}\n\n{(PLANTED / f'{name}.py').read_text()}"
+    path = PLANTED / f"{name}.py"
+    return (path if path.is_file() else HERE / f"{name}.py").read_text()
 
 
 @pytest.fixture(scope="module")
@@ -34,34 +74,39 @@ def triton(make_evaluator):
     return make_evaluator("triton", OVERRIDES, **SETTINGS)
 
 
-def test_nvrtc_softmax_is_correct_and_cached_the_second_time(cuda):
-    task = resolve_one("softmax_fp16_attn")
-    first = cuda.evaluate(task, candidate("softmax_cuda.py"))
-    assert first.verdict == "correct", first.reason
-    assert first.env["device_name"]
-    second = cuda.evaluate(task, candidate("softmax_cuda.py"))
-    assert second.verdict == "correct" and second.cached_build
+@pytest.mark.parametrize(("platform", "name", "verdicts", "fragment"), CHEATS, ids=[c[1] for c in CHEATS])
+def test_planted_cheat_gets_its_verdict(request, platform, name, verdicts, fragment):
+    result = request.getfixturevalue(platform).evaluate(resolve_one(SOFTMAX), candidate(name))
+    assert result.verdict in verdicts, result.to_json()
+    assert fragment in result.reason, result.to_json()
 
 
-def test_triton_softmax_and_rmsnorm_are_correct(triton):
-    for task_id, name in (("softmax_fp16_attn", "softmax_triton.py"), ("rmsnorm_bf16_qwen", "rmsnorm_triton.py")):
-        result = triton.evaluate(resolve_one(task_id), candidate(name))
-        assert result.verdict == "correct", f"{task_id}: {result.reason}"
-        assert result.speedup_vs_eager > 0
+@pytest.mark.parametrize(("platform", "name", "task_id"), LEGITIMATE, ids=[c[1] for c in LEGITIMATE])
+def test_legitimate_kernel_is_correct(request, platform, name, task_id):
+    result = request.getfixturevalue(platform).evaluate(resolve_one(task_id), candidate(name))
+    assert result.verdict == "correct", result.to_json()
+    assert result.speedup_vs_eager > 0 and result.env["device_name"]
+
+
+def test_nvrtc_softmax_is_cached_the_second_time(cuda):
+    task = resolve_one(SOFTMAX)
+    cuda.evaluate(task, candidate("softmax_cuda"))
+    second = cuda.evaluate(task, candidate("softmax_cuda"))
+    assert second.verdict == "correct" and second.cached_build, second.to_json()
 
 
 def test_illegal_memory_access_is_a_crash_and_the_next_candidate_runs(cuda):
-    task = resolve_one("softmax_fp16_attn")
-    bad = cuda.evaluate(task, candidate("illegal_access_cuda.py"))
+    task = resolve_one(SOFTMAX)
+    bad = cuda.evaluate(task, (HERE / "illegal_access_cuda.py").read_text())
     assert bad.verdict in ("crash", "runtime_error"), bad.to_json()
     assert "illegal memory access" in bad.reason or "SIG" in bad.reason
-    assert cuda.evaluate(task, candidate("softmax_cuda.py")).verdict == "correct"
+    assert cuda.evaluate(task, candidate("softmax_cuda")).verdict == "correct"
 
 
 def test_work_left_on_a_side_stream_is_not_correct(cuda):
     launch = "kernel(grid=(rows, 1, 1), block=(512, 1, 1), args=[x, y, cols])"
     source = (
-        candidate("softmax_cuda.py")
+        candidate("softmax_cuda")
         .replace(
             'kernel = compile_cuda(SOURCE, "softmax_rows")',
             'kernel = compile_cuda(SOURCE, "softmax_rows")\nside = torch.cuda.Stream()',
@@ -69,5 +114,38 @@ def test_work_left_on_a_side_stream_is_not_correct(cuda):
         .replace(launch, launch[:-1] + ", stream=side)")
     )
     assert "stream=side" in source
-    result = cuda.evaluate(resolve_one("softmax_fp16_attn"), source)
+    result = cuda.evaluate(resolve_one(SOFTMAX), source)
     assert result.verdict in ("rejected", "incorrect"), result.to_json()
+
+
+@pytest.mark.parametrize("platform", ["cuda", "triton"])
+def test_a_kernel_spinning_forever_times_out_and_the_next_candidate_runs(make_evaluator, platform):
+    impatient = make_evaluator(platform, OVERRIDES, **{**SETTINGS, "timeout_s": HANG_TIMEOUT_S})
+    task = resolve_one(SOFTMAX)
+    hung = impatient.evaluate(task, candidate(f"spins_forever_{platform}"))
+    assert hung.verdict == "timeout", hung.to_json()
+    after = impatient.evaluate(task, candidate(f"softmax_{platform}"))
+    assert after.verdict == "correct", after.to_json()
+
+
+def test_zeros_on_a_task_whose_output_is_nearly_constant_are_rejected(tmp_path, triton):
+    tmp_path.chmod(0o711)  # the reference worker runs as nobody under root
+    constant = tmp_path / "zero_times_x_fp16.py"
+    constant.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def forward(self, x):\n        return x * 0.0\n\n\n"
+        "def get_inputs():\n    return [torch.randn(4096, 4096).half()]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    result = triton.evaluate(resolve_one(str(constant)), candidate("zeros_triton"))
+    assert result.verdict == "rejected", result.to_json()
+    assert "nearly constant" in result.reason
+
+
+@pytest.mark.parametrize(("name", "task_id"), [("rmsnorm_triton", RMSNORM), ("softmax_triton", SOFTMAX)])
+def test_liger_is_timed_where_it_has_the_op(make_evaluator, name, task_id):
+    pytest.importorskip("liger_kernel", reason="liger-kernel is an optional extra (pip install 'forgebench[gpu]')")
+    evaluator = make_evaluator("triton", ("platform.baselines=[eager,liger]", AS_NOBODY), **SETTINGS)
+    result = evaluator.evaluate(resolve_one(task_id), candidate(name))
+    assert result.verdict == "correct", result.to_json()
+    assert result.baselines.get("liger_ms", 0) > 0, result.baselines_skipped
+    assert result.speedups["liger"] > 0

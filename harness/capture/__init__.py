@@ -26,6 +26,9 @@ def record_and_time(
     workload: Workload, device: torch.device, settings: ReplaySettings, progress: Callable[[str], None]
 ) -> CaptureResult:
     """Run one recorded forward, then time every group and (unrecorded) the whole forward."""
+    # cuDNN's heuristic picks a different convolution algorithm from run to run, which moved a
+    # ResNet-50 conv's share by 46% between two captures; timing the choices, as servers do, does not.
+    torch.backends.cudnn.benchmark = True
     with torch.no_grad():
         progress(f"recording one forward of {workload.name} on {device}")
         trackers = tuple(FusionTracker(costs.category, rule) for rule in (NORM_CHAINS, EPILOGUES))
@@ -92,5 +95,6 @@ def capture(
     folder.mkdir(parents=True, exist_ok=True)
     emit(result, folder, min_share, coverage)
     timing = {"budget_ms": settings.budget_ms, "warmup_ms": settings.warmup_ms, "input_sets": settings.input_sets}
+    timing["cudnn_benchmark"] = torch.backends.cudnn.benchmark
     path = write_manifest(folder, manifest(result, command, workload.settings, (min_share, coverage), timing))
     return result, path

@@ -244,3 +244,31 @@ def test_coverage_target_takes_the_costliest_groups_until_it_is_met(tmp_path):
     shares = [t["time_share"] for t in manifest["tasks"]]
     assert manifest["coverage"] >= 0.5 > manifest["coverage"] - min(shares)  # the last task was needed
     assert len(shares) < manifest["groups"]
+
+
+def test_an_in_place_activation_reads_the_norm_it_follows():
+    # ResNet's BatchNorm then ReLU(inplace=True): relu_ writes where the norm's result lives.
+    bn, x = torch.nn.BatchNorm2d(8).eval(), torch.randn(2, 8, 5, 5)
+    bn.running_mean.normal_()
+    bn.running_var.uniform_(0.5, 2.0)
+    (fused,), expected = _fused(lambda x: torch.relu_(bn(x)), x)
+    assert fused.ops == ["native_batch_norm", "relu"]
+    inputs = [x, bn.weight, bn.bias, bn.running_mean, bn.running_var]
+    assert [list(s.shape) for s in fused.externals] == [list(t.shape) for t in inputs]
+    torch.testing.assert_close(_run_reference(fused_reference_source("m", fused), inputs), expected, rtol=0, atol=0)
+
+
+def test_merged_chains_keep_their_order_and_drop_what_the_result_does_not_need():
+    x, y = torch.randn(4, 16), torch.randn(4, 16)
+
+    def two_chains(x, y):
+        a = x.exp()
+        b = y.sin()
+        unused = a * 3.0  # joins the region, but the result never reads it
+        return (a + b).tanh(), unused
+
+    (fused,), (expected, _) = _fused(two_chains, x, y)
+    assert fused.ops == ["exp", "sin", "add", "tanh"]  # call order, without the dead multiply
+    source = fused_reference_source("m", fused)
+    assert "mul" not in source
+    torch.testing.assert_close(_run_reference(source, [x, y]), expected, rtol=0, atol=0)

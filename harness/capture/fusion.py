@@ -91,16 +91,27 @@ class FusedGroup:
 
 
 @dataclass
+class _Member:
+    seq: int  # the call's place in the forward: members run in this order, however regions merged
+    key: tuple
+    group: CallGroup
+    wires: tuple  # per tensor input: ("x", tensor identity) or Internal(member=producer's seq, ...)
+
+
+@dataclass
 class _Region:
-    members: list[tuple[tuple, CallGroup]] = field(default_factory=list)  # (group key, group)
-    wiring: list[tuple] = field(default_factory=list)
-    externals: dict[tuple, int] = field(default_factory=dict)  # tensor identity -> external index
-    external_specs: list[TensorSpec] = field(default_factory=list)
-    external_values: list[ValueRange] = field(default_factory=list)
+    members: list[_Member] = field(default_factory=list)
+    externals: dict[tuple, tuple[TensorSpec, ValueRange]] = field(default_factory=dict)  # identity -> spec, values
 
 
 def _identity(t: torch.Tensor) -> tuple:
     return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+
+
+def _address(t: torch.Tensor) -> int | None:
+    """The storage a tensor lives in; None for an empty one (every empty tensor shares address 0)."""
+    address = t.untyped_storage().data_ptr()
+    return address if address and t.numel() else None
 
 
 class FusionTracker:
@@ -110,16 +121,18 @@ class FusionTracker:
         self._kind_of = kind_of  # CallGroup -> category (costs.category, passed in to avoid a cycle)
         self._rule = rule
         self._open: dict[int, _Region] = {}
-        # storage address -> region, member, slot and the identity of the tensor produced there. Not
-        # the tensor itself: holding every intermediate of an open region would pin gigabytes.
+        # storage address -> region, producing call's seq, slot and the identity of the tensor
+        # produced there. Not the tensor itself: holding every intermediate would pin gigabytes.
         self._owner: dict[int, tuple[int, int, int, tuple]] = {}
         self._next_id = 0
+        self._seq = 0
         self.groups: dict[tuple, FusedGroup] = {}
 
     def observe(self, key: tuple, group: CallGroup, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:
         """One recorded call: join, open or close regions, then note who produced its outputs."""
-        refs = [self._owner.get(t.untyped_storage().data_ptr()) for t in inputs]
-        touched = sorted({ref[0] for ref in refs if ref is not None})
+        self._seq += 1
+        addresses = [_address(t) for t in inputs]
+        touched = sorted({self._owner[a][0] for a in addresses if a in self._owner})
         kind = self._kind_of(group)
         opens = kind in self._rule.opens and not group.mutates
         if not self._rule.may_join(kind, group.op.overloadpacket.__name__) or group.mutates:
@@ -133,17 +146,18 @@ class FusionTracker:
             if len(self._open[region_id].members) >= MAX_MEMBERS:
                 self._close(region_id)
                 region_id = self._start()
-        for t in outputs:
-            self._owner.pop(t.untyped_storage().data_ptr(), None)  # a reused address is someone else's now
-        if region_id is None:
-            return
-        region = self._open[region_id]
-        member = len(region.members)
-        region.wiring.append(tuple(self._wire(region, region_id, t, group, i) for i, t in enumerate(inputs)))
-        region.members.append((key, group))
+        # Wire the inputs before forgetting the outputs' addresses: an in-place call (relu_ on a
+        # norm's result) writes where its input lives, and that input is a member's result.
+        if region_id is not None:
+            region = self._open[region_id]
+            wires = tuple(
+                self._wire(region, region_id, t, a, group, i) for i, (t, a) in enumerate(zip(inputs, addresses))
+            )
+            region.members.append(_Member(self._seq, key, group, wires))
         for slot, t in enumerate(outputs):
-            if t.storage_offset() == 0:
-                self._owner[t.untyped_storage().data_ptr()] = (region_id, member, slot, _identity(t))
+            self._owner.pop(_address(t), None)  # a reused address is someone else's now
+            if region_id is not None and _address(t) is not None and t.storage_offset() == 0:
+                self._owner[_address(t)] = (region_id, self._seq, slot, _identity(t))
 
     def finish(self) -> None:
         for region_id in list(self._open):
@@ -154,59 +168,68 @@ class FusionTracker:
         self._open[self._next_id] = _Region()
         return self._next_id
 
-    def _wire(self, region: _Region, region_id: int, t: torch.Tensor, group: CallGroup, position: int):
-        owner = self._owner.get(t.untyped_storage().data_ptr())
+    def _wire(self, region: _Region, region_id: int, t: torch.Tensor, address, group: CallGroup, position: int):
+        owner = self._owner.get(address) if address is not None else None
         if owner is not None and owner[0] == region_id:
-            _, member, slot, produced = owner
+            _, seq, slot, produced = owner
             same = _identity(t) == produced
-            return Internal(member, slot, None if same else (tuple(t.shape), tuple(t.stride()), t.storage_offset()))
+            return Internal(seq, slot, None if same else (tuple(t.shape), tuple(t.stride()), t.storage_offset()))
         identity = _identity(t)
-        if identity not in region.externals:
-            region.externals[identity] = len(region.external_specs)
-            region.external_specs.append(TensorSpec.of(t))
-            region.external_values.append(group.values[position])
-        return ("x", region.externals[identity])
+        region.externals.setdefault(identity, (TensorSpec.of(t), group.values[position]))
+        return ("x", identity)
 
     def _merge(self, ids: list[int]) -> int:
-        """Fold later regions into the first: their members follow, their wiring renumbered."""
+        """Fold later regions into the first (members keep their seq, so their order survives)."""
         target = self._open[ids[0]]
         for other_id in ids[1:]:
             other = self._open.pop(other_id)
-            offset, renumber = len(target.members), {}
-            for identity, index in other.externals.items():
-                if identity not in target.externals:
-                    target.externals[identity] = len(target.external_specs)
-                    target.external_specs.append(other.external_specs[index])
-                    target.external_values.append(other.external_values[index])
-                renumber[index] = target.externals[identity]
-            for wires in other.wiring:
-                target.wiring.append(
-                    tuple(
-                        ("x", renumber[w[1]]) if isinstance(w, tuple) else Internal(w.member + offset, w.slot, w.view)
-                        for w in wires
-                    )
-                )
             target.members.extend(other.members)
-            for storage, (region_id, member, slot, t) in list(self._owner.items()):
+            for identity, spec in other.externals.items():
+                target.externals.setdefault(identity, spec)
+            for address, (region_id, seq, slot, identity) in list(self._owner.items()):
                 if region_id == other_id:
-                    self._owner[storage] = (ids[0], member + offset, slot, t)
+                    self._owner[address] = (ids[0], seq, slot, identity)
         return ids[0]
 
     def _close(self, region_id: int) -> None:
         region = self._open.pop(region_id)
-        for storage, owner in list(self._owner.items()):
+        for address, owner in list(self._owner.items()):
             if owner[0] == region_id:
-                del self._owner[storage]
-        kinds = [self._kind_of(g) for _, g in region.members]
-        computes = [k for k in kinds[1:] if k != "copy"] + ([kinds[0]] if kinds[0] != "copy" else [])
+                del self._owner[address]
+        members = _live(sorted(region.members, key=lambda m: m.seq))
+        kinds = [self._kind_of(m.group) for m in members]
+        computes = [k for k in kinds if k != "copy"]
         epilogue = [k for k in kinds[1:] if k != "copy"]
         if len(kinds) < 2 or not computes or (kinds[0] in _MATMULS and not epilogue):
             return  # a lone call is a task already; casts alone or a matmul with no epilogue fuse nothing
-        key = (tuple(k for k, _ in region.members), tuple(region.wiring), tuple(region.external_specs))
+        position = {m.seq: i for i, m in enumerate(members)}
+        externals: list[tuple] = []
+        wiring = []
+        for m in members:
+            wires = []
+            for w in m.wires:
+                if isinstance(w, Internal):
+                    wires.append(Internal(position[w.member], w.slot, w.view))
+                    continue
+                if w[1] not in externals:
+                    externals.append(w[1])
+                wires.append(("x", externals.index(w[1])))
+            wiring.append(tuple(wires))
+        specs = [region.externals[e][0] for e in externals]
+        key = (tuple(m.key for m in members), tuple(wiring), tuple(specs))
         if key in self.groups:
             self.groups[key].count += 1
         else:
-            members = [g for _, g in region.members]
-            self.groups[key] = FusedGroup(
-                members, list(region.wiring), list(region.external_specs), list(region.external_values)
-            )
+            values = [region.externals[e][1] for e in externals]
+            self.groups[key] = FusedGroup([m.group for m in members], wiring, specs, values)
+
+
+def _live(members: list[_Member]) -> list[_Member]:
+    """The members the last one depends on: a fused task returns the last result only, so work
+    that feeds nothing it returns would be dead code a kernel could skip (and would inflate the
+    bytes the task says it must move)."""
+    needed = {members[-1].seq} if members else set()
+    for m in reversed(members):
+        if m.seq in needed:
+            needed.update(w.member for w in m.wires if isinstance(w, Internal))
+    return [m for m in members if m.seq in needed]

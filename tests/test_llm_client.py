@@ -29,6 +29,23 @@ def test_real_http_call_counts_tokens_and_prices_them(monkeypatch):
     assert completion.cost_usd == pytest.approx(1000 * 1e-6 + 500 * 2e-6)
 
 
+def test_a_self_hosted_server_is_charged_its_gpu_time(monkeypatch):
+    import time
+
+    monkeypatch.setenv("LOOPBACK_KEY", "loopback-secret")
+
+    def slow(messages):
+        time.sleep(0.3)  # the server's GPU busy on this call
+        return ANSWER
+
+    with LoopbackLLM(slow) as server:
+        model = server.model(input_cost_per_token=0.0, output_cost_per_token=0.0, num_retries=0)
+        model.gpu_hour_usd, model.gpus = 7200.0, 2  # 2 GPUs at $7200/h: $4 per second of wall time
+        completion = model.complete(MESSAGES)
+    assert completion.latency_s >= 0.3
+    assert completion.cost_usd == pytest.approx(completion.latency_s * 4.0, rel=1e-6)
+
+
 def test_rate_limits_are_retried_with_backoff_over_real_http(monkeypatch):
     import time
 

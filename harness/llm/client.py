@@ -22,6 +22,11 @@ class LiteLLMModel:
     # Per-token prices (USD) for models litellm's price map does not know, e.g. a local server.
     input_cost_per_token: float | None = None
     output_cost_per_token: float | None = None
+    # A self-hosted server's price: each call is charged its wall time at this GPU-hour rate times
+    # the GPUs serving it, as if the server served that call alone (batched calls overlap, so
+    # this is an upper bound on their share).
+    gpu_hour_usd: float | None = None
+    gpus: int = 1
     extra: dict = field(default_factory=dict)  # passed to litellm.completion as is (e.g. mock_response)
     _router_instance: object = field(default=None, init=False, repr=False)
 
@@ -108,16 +113,19 @@ class LiteLLMModel:
             litellm.exceptions.AuthenticationError,
         ) as exc:
             raise ModelCallError(f"{type(exc).__name__}: {str(exc)[:300]}") from exc
+        latency_s = time.monotonic() - started
         usage = getattr(response, "usage", None)
         try:
             cost = float(litellm.completion_cost(completion_response=response))
         except Exception:  # litellm raises a bare Exception for models missing from its price map
             cost = 0.0
+        if self.gpu_hour_usd:
+            cost += latency_s / 3600.0 * self.gpu_hour_usd * self.gpus
         return Completion(
             text=response.choices[0].message.content or "",
             model=self.name,
             tokens_in=getattr(usage, "prompt_tokens", 0) or 0,
             tokens_out=getattr(usage, "completion_tokens", 0) or 0,
             cost_usd=cost,
-            latency_s=time.monotonic() - started,
+            latency_s=latency_s,
         )

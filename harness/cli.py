@@ -133,7 +133,8 @@ def _capture(args: argparse.Namespace) -> int:
     print(
         f"{len(result.tasks)} tasks and {len(result.fused_tasks)} fused tasks from {result.calls} calls "
         f"in {len(result.groups)} groups, covering "
-        f"{result.coverage:.1%} of {result.total_ms:.4g} ms replayed on {device.type}; {manifest}"
+        f"{result.coverage:.1%} of {result.total_ms:.4g} ms "
+        f"{'estimated (meta: nothing ran)' if device.type == 'meta' else 'replayed on ' + device.type}; {manifest}"
     )
     return 0
 
@@ -175,7 +176,13 @@ def parser() -> argparse.ArgumentParser:
 
     cap = sub.add_parser("capture", help="profile a model at the ATen level and write its costly calls as tasks")
     cap.add_argument("--model", required=True, help="built-in (conf/capture/: resnet50, qwen35, ...) or module:factory")
-    cap.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda when present, else cpu")
+    cap.add_argument(
+        "--device",
+        choices=["cpu", "cuda", "meta"],
+        default=None,
+        help="default: cuda when present, else cpu; meta records shapes of a model too large to run and "
+        "estimates shares from bytes and FLOPs",
+    )
     cap.add_argument("--out", default=None, help="tasks root; writes OUT/<model>/ (default: tasks/)")
     cap.add_argument(
         "--coverage", type=float, default=0.9, help="tasks are taken costliest first until they cover this share"

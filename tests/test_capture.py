@@ -272,3 +272,20 @@ def test_merged_chains_keep_their_order_and_drop_what_the_result_does_not_need()
     source = fused_reference_source("m", fused)
     assert "mul" not in source
     torch.testing.assert_close(_run_reference(source, [x, y]), expected, rtol=0, atol=0)
+
+
+def test_a_model_too_large_to_run_is_captured_on_meta_with_estimated_shares(tmp_path):
+    argv = ["capture", "--model", FIXTURE, "--device", "meta", "--out", str(tmp_path), "--coverage", "1"]
+    assert main([*argv, "--min-share", "0.0001"]) == 0
+    manifest = manifest_of(tmp_path)
+    assert manifest["timing"]["shares_are"].startswith("ESTIMATED, not timed") and manifest["model_time_ms"] is None
+    assert "meta" in manifest["environment"]["device"]
+    tasks = discover(tmp_path)
+    assert any(t.fused for t in tasks)  # dataflow is followed through meta storages too
+    assert sum(t.time_share for t in tasks if not t.fused) == pytest.approx(manifest["coverage"], abs=1e-4)
+    for task in tasks:
+        assert "estimated-meta" in task.tags and not any(tag.startswith("timed-") for tag in task.tags)
+        module = load_reference_module(task.reference_path, f"meta_{task.id}")
+        with torch.no_grad():  # the references run on real tensors although nothing ran at capture
+            out = module.Model()(*module.get_inputs())
+        assert all(o.device.type == "cpu" for o in (out if isinstance(out, tuple) else (out,))), task.id

@@ -133,3 +133,15 @@ def category(group: CallGroup) -> str:
 
 def describe_shapes(specs: list[TensorSpec]) -> str:
     return ", ".join(f"{list(s.shape)} {str(s.dtype).removeprefix('torch.')}" for s in specs) or "no tensors"
+
+
+# Where nothing can be timed (a capture on meta tensors), a call's time is estimated at its
+# roofline: the H200's ceilings as the evaluator measured them (docs/benchmarks.md).
+ESTIMATE_CEILINGS = {"copy_gbps": 4223.0, "bf16_tflops": 714.0}
+
+
+def estimated_ms(group: CallGroup) -> float:
+    """max(bytes / bandwidth, FLOPs / peak): the fastest the call could run, an estimate of its time."""
+    memory = bytes_moved(group) / (ESTIMATE_CEILINGS["copy_gbps"] * 1e9)
+    compute = flops(group)[0] / (ESTIMATE_CEILINGS["bf16_tflops"] * 1e12)
+    return 1e3 * max(memory, compute)

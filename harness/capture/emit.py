@@ -71,7 +71,8 @@ def literal(value: Any, names: list[str]) -> str:
     if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)):
         return str(value)
     if isinstance(value, torch.device):
-        return f"torch.device({str(value)!r})"
+        # The inputs carry the device: a reference captured on cuda:0 (or on meta) runs where they are.
+        return "x0.device"
     raise ForgeBenchError(f"an argument of type {type(value).__name__} cannot be written into a reference.py")
 
 
@@ -165,6 +166,11 @@ def fused_reference_source(model: str, fused: FusedGroup) -> str:
     return _source(doc, what, names, "\n        ".join(lines), fused.externals, fused.values)
 
 
+def timing_tag(device: str) -> str:
+    """timed-cuda / timed-cpu, or estimated-meta where shares come from the roofline, not a clock."""
+    return "estimated-meta" if device == "meta" else f"timed-{device}"
+
+
 def task_fields(model: str, group: CallGroup, share: float, device: str) -> tuple[dict, dict[str, str]]:
     """task.yaml's fields, and a comment per field where a figure needs its formula beside it."""
     flops, formula = costs.flops(group)
@@ -181,7 +187,7 @@ def task_fields(model: str, group: CallGroup, share: float, device: str) -> tupl
         "bytes_moved": costs.bytes_moved(group),
         "flops": flops,
         "fused": False,
-        "tags": ["captured", costs.category(group), f"timed-{device}"],
+        "tags": ["captured", costs.category(group), timing_tag(device)],
     }
     comments = {
         "bytes_moved": "inputs read once (broadcasts by stride reach, gathered tables by rows taken) "
@@ -248,7 +254,7 @@ def fused_task_fields(model: str, fused: FusedGroup, share: float, device: str) 
         "flops": sum(costs.flops(m)[0] for m in fused.members),
         "fused": True,
         "members": [str(m.op) for m in fused.members],
-        "tags": ["captured", "fused", kind, f"timed-{device}"],
+        "tags": ["captured", "fused", kind, timing_tag(device)],
     }
     comments = {
         "bytes_moved": "region inputs read once + its result written once (intermediates stay on chip)",

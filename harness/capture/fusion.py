@@ -104,14 +104,19 @@ class _Region:
     externals: dict[tuple, tuple[TensorSpec, ValueRange]] = field(default_factory=dict)  # identity -> spec, values
 
 
+def _storage(t: torch.Tensor) -> int:
+    """The storage's own address (its StorageImpl): meta tensors have no data pointer, but they
+    have storages, so dataflow is followed the same way on every device."""
+    return t.untyped_storage()._cdata
+
+
 def _identity(t: torch.Tensor) -> tuple:
-    return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+    return (_storage(t), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
 
 
 def _address(t: torch.Tensor) -> int | None:
-    """The storage a tensor lives in; None for an empty one (every empty tensor shares address 0)."""
-    address = t.untyped_storage().data_ptr()
-    return address if address and t.numel() else None
+    """The storage a tensor lives in; None for an empty one, which holds no data to pass on."""
+    return _storage(t) if t.numel() else None
 
 
 class FusionTracker:

@@ -54,6 +54,8 @@ def environment(device: torch.device) -> dict:
         "torch": str(torch.__version__),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
     }
+    if device.type == "meta":
+        env["device"] = "meta (no device ran the model)"
     if device.type == "cuda":
         env["cuda"] = str(torch.version.cuda)
     else:
@@ -85,7 +87,7 @@ def manifest(
         "environment": environment(result.device),
         "timing": {
             "device": device,
-            "shares_are": f"{'GPU' if device == 'cuda' else 'CPU'} time of each call replayed alone",
+            "shares_are": _shares_are(device),
             **timing,
         },
         "settings": settings,
@@ -124,6 +126,17 @@ def manifest(
         ],
         "untimed": [{"operator": g.name, "call_count": g.count, "why": g.untimed} for g in result.groups if g.untimed],
     }
+
+
+def _shares_are(device: str) -> str:
+    if device == "meta":
+        c = costs.ESTIMATE_CEILINGS
+        return (
+            "ESTIMATED, not timed: captured on meta tensors (shapes, no values), each call's time taken "
+            f"as max(bytes / {c['copy_gbps']:g} GB/s, FLOPs / {c['bf16_tflops']:g} TFLOP/s), the H200's "
+            "measured ceilings; inputs are drawn standard normal (integers 0), not from captured values"
+        )
+    return f"{'GPU' if device == 'cuda' else 'CPU'} time of each call replayed alone"
 
 
 def previous_task_ids(folder: Path) -> list[str]:

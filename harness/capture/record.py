@@ -69,6 +69,10 @@ class ValueRange:
 
     @classmethod
     def of(cls, tensor: torch.Tensor) -> ValueRange:
+        if tensor.device.type == "meta":  # no values: standard normal floats, zero indices
+            if tensor.dtype == torch.bool:
+                return cls(0.0, 1.0, 0.5, 0.0)
+            return cls(-4.0, 4.0, 0.0, 1.0) if tensor.is_floating_point() else cls(0.0, 0.0, 0.0, 0.0)
         flat = tensor.detach().reshape(-1)
         if flat.numel() > _SAMPLE:
             flat = flat[:: flat.numel() // _SAMPLE]

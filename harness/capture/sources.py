@@ -107,7 +107,8 @@ def from_builtin(name: str, device: torch.device, dtype_name: str | None, overri
             "(conf/capture/) or give module:factory."
         )
     cfg = compose(overrides=[f"+capture={name}", *overrides]).capture
-    dtype_name = dtype_name or cfg.dtype[device.type]
+    # A meta capture stands in for the GPU run the machine cannot do: it takes the GPU's dtype.
+    dtype_name = dtype_name or cfg.dtype["cuda" if device.type == "meta" else device.type]
     dtype = dtype_of(dtype_name)
     model, inputs = _build(name, cfg.workload, device, dtype)
     settings = {**OmegaConf.to_container(cfg, resolve=True), "dtype": dtype_name}

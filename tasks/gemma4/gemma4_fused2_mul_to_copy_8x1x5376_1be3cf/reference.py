@@ -12,7 +12,7 @@ class Model(nn.Module):
 
     def forward(self, x0, x1):
         t0 = torch.ops.aten.mul.Tensor(x0, x1)
-        t1 = torch.ops.aten._to_copy.default(t0, device=torch.device('cuda:0'), dtype=torch.bfloat16, layout=torch.strided)
+        t1 = torch.ops.aten._to_copy.default(t0, device=x0.device, dtype=torch.bfloat16, layout=torch.strided)
         return t1
 
 

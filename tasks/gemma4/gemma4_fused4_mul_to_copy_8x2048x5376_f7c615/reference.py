@@ -14,7 +14,7 @@ class Model(nn.Module):
         t0 = torch.ops.aten.mul.Tensor(x0, x1)
         t1 = torch.ops.aten._to_copy.default(x2, dtype=torch.float32)
         t2 = torch.ops.aten.mul.Tensor(t0, t1)
-        t3 = torch.ops.aten._to_copy.default(t2, device=torch.device('cuda:0'), dtype=torch.bfloat16, layout=torch.strided)
+        t3 = torch.ops.aten._to_copy.default(t2, device=x0.device, dtype=torch.bfloat16, layout=torch.strided)
         return t3
 
 

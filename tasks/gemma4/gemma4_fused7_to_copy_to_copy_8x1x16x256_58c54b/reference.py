@@ -17,7 +17,7 @@ class Model(nn.Module):
         t3 = torch.ops.aten.add.Tensor(t2, 1e-06)
         t4 = torch.ops.aten.pow.Tensor_Scalar(t3, -0.5)
         t5 = torch.ops.aten.mul.Tensor(t0, t4)
-        t6 = torch.ops.aten._to_copy.default(t5, device=torch.device('cuda:0'), dtype=torch.bfloat16, layout=torch.strided)
+        t6 = torch.ops.aten._to_copy.default(t5, device=x0.device, dtype=torch.bfloat16, layout=torch.strided)
         return t6
 
 

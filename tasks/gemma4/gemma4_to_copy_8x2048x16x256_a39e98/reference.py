@@ -11,7 +11,7 @@ class Model(nn.Module):
         super().__init__()
 
     def forward(self, x0):
-        return torch.ops.aten._to_copy.default(x0, device=torch.device('cuda:0'), dtype=torch.bfloat16, layout=torch.strided)
+        return torch.ops.aten._to_copy.default(x0, device=x0.device, dtype=torch.bfloat16, layout=torch.strided)
 
 
 def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):

@@ -21,7 +21,7 @@ class Model(nn.Module):
         t7 = torch.ops.aten._to_copy.default(x2, dtype=torch.float32)
         t8 = torch.ops.aten.add.Tensor(t7, 1.0)
         t9 = torch.ops.aten.mul.Tensor(t6, t8)
-        t10 = torch.ops.aten._to_copy.default(t9, device=torch.device('cuda:0'), dtype=torch.bfloat16, layout=torch.strided)
+        t10 = torch.ops.aten._to_copy.default(t9, device=x0.device, dtype=torch.bfloat16, layout=torch.strided)
         return t10
 
 

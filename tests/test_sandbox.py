@@ -2,11 +2,14 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from harness.evaluate import confine
 
 CANDIDATES = Path(__file__).parent / "candidates"
 
@@ -44,3 +47,93 @@ def test_api_key_in_the_harness_start_up_environment_is_not_readable(tmp_path):
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["verdict"] == "correct", result["reason"]
+
+
+FAKE_KEY = "sk-forgebench-fake-0123456789"
+# The worker's ancestors, counted up from it: the zygote, the harness, then the shell that started it.
+SHELL = "ancestor3"
+
+
+def _as_unprivileged_user(command: list[str], folder: Path) -> list[str]:
+    """The command as a user without privileges: itself when the tests run as one, else the user
+    nobody (setpriv), shown the interpreter in a private mount namespace when a folder above it
+    (root's home) shuts others out. The harness then runs as the same uid as its workers."""
+    if os.getuid() != 0:
+        return command
+    if not (shutil.which("unshare") and shutil.which("setpriv")):
+        pytest.skip("running the harness as an unprivileged user from root needs unshare and setpriv")
+    prefix = Path(sys.base_prefix).resolve()
+    blocked = next((p for p in reversed(prefix.parents) if not p.stat().st_mode & 0o001), None)
+    stage = folder / "interpreter"
+    stage.mkdir()
+    show_interpreter = (
+        f"mount --bind {prefix} {stage} && mount -t tmpfs -o mode=755 tmpfs {blocked} && "
+        f"mkdir -p {prefix} && mount --bind {stage} {prefix} && "
+        if blocked
+        else ""
+    )
+    script = show_interpreter + 'exec setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"'
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *command]
+
+
+def _worker_hunts(folder: Path) -> list[dict]:
+    logs = sorted((folder / "runs").glob("eval/*/candidates/*/*/worker.log"))
+    return [json.loads(line[5:]) for log in logs for line in log.read_text().splitlines() if line.startswith("HUNT ")]
+
+
+@pytest.mark.parametrize("landlock", [True, False], ids=["landlock", "no-landlock"])
+def test_a_harness_run_by_a_normal_user_leaks_no_credential(tmp_path, landlock):
+    """The harness runs as a normal user, so its workers share its uid. The key is in the start-up
+    environment of the harness and of the shell that started it, in the user's ~/.env and in a .env
+    in the folder the harness runs in; the candidate hunts it by every route (hunts_credentials.py).
+    With Landlock every route is closed. Without it the harness, zygote and judge are still
+    non-dumpable (their /proc files and ptrace closed), but the shell and the files stay readable:
+    the hunter finding them there shows its routes work."""
+    if landlock and not confine.landlock_abi():
+        pytest.skip("this kernel has no Landlock")
+    folder = tmp_path / "user"
+    home = folder / "home"
+    home.mkdir(parents=True)
+    planted = [home / ".env", folder / ".env"]
+    for path in planted:
+        path.write_text(f"OPENAI_API_KEY={FAKE_KEY}\n")
+    snoop = folder / "snoop.py"
+    snoop.write_text(
+        (CANDIDATES / "rmsnorm_cpp.py").read_text()
+        + f"\nPLANTED_FILES = {[str(p) for p in planted]!r}\n"
+        + (CANDIDATES / "hunts_credentials.py").read_text()
+    )
+    if os.getuid() == 0:
+        tmp_path.chmod(0o711)
+        for path in [folder, *folder.rglob("*")]:
+            os.chown(path, 65534, 65534)
+    harness = [sys.executable, "-m", "harness.cli", "eval", "--task", "rmsnorm_qwen", "--candidate", str(snoop)]
+    harness += ["--json", "--override", "evaluate.budget_ms=20", "--override", "evaluate.check_seeds=[1]"]
+    harness += ["--override", f"+platform.confine={str(landlock).lower()}"]
+    # A shell that stays the harness's parent (it does not exec the last command): a same-uid ancestor.
+    shell = ["sh", "-c", 'cd "$0" && "$@"; exit $?', str(folder), *harness]
+    env = {
+        **{k: os.environ[k] for k in ("PATH", "LANG", "VIRTUAL_ENV") if k in os.environ},
+        "PYTHONPATH": str(Path(__file__).parents[1]),
+        "HOME": str(home),
+        "OPENAI_API_KEY": FAKE_KEY,
+        "FORGEBENCH_CACHE": str(folder / "cache"),
+    }
+    done = subprocess.run(_as_unprivileged_user(shell, tmp_path), env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["verdict"] == "correct", result["reason"]
+    (hunt,) = _worker_hunts(folder)
+    found = sorted(route for route, outcome in hunt.items() if outcome.startswith("FOUND"))
+    if landlock:
+        assert found == [], hunt
+    else:
+        open_routes = [
+            f"{SHELL} environ",
+            f"{SHELL} mem",
+            f"{SHELL} ptrace",
+            f"{SHELL} cwd .env",
+            "every process environ",
+        ]
+        assert found == sorted(open_routes + [f"file {p}" for p in planted]), hunt
+    assert FAKE_KEY not in done.stdout + done.stderr

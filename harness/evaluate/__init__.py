@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import ForgeBenchError
-from harness.evaluate import baselines
+from harness.evaluate import baselines, confine
 from harness.evaluate.result import EvalResult
 from harness.evaluate.roofline import floor_ms
 from harness.evaluate.sandbox import (
+    Confinement,
     ZygotePool,
     base_env,
     check_reachable_by_worker,
@@ -63,6 +66,10 @@ class Evaluator:
                 check_reachable_by_worker(folder)
         for name in platform.baselines:
             baselines.load(name)  # a name with no file fails here, not in every reference worker
+        # A worker of this process's uid (a harness run by a normal user) must not read its start-up
+        # environment (API keys) through /proc/<pid>/environ, nor ptrace it; the zygote and judge do the same.
+        confine.make_undumpable()
+        self._confine = platform.confine and _landlock_available()
         self._workers = ZygotePool(platform.preload)
         from harness.evaluate.judge import Judge  # run as `-m harness.evaluate.judge` too: imported late
 
@@ -94,13 +101,17 @@ class Evaluator:
         path.write_text(json.dumps(request, indent=1))
         return path
 
-    def _run(self, request: Path, folder: Path, timeout_s: float) -> tuple[dict | None, str]:
+    def _run(self, request: Path, folder: Path, timeout_s: float, task: Task) -> tuple[dict | None, str]:
         s = self.settings
         memory_gb = s.memory_gb if self.platform.limit_address_space else None
-        env = prepare_workdir(
-            folder, self.platform.worker_env(self.cache_dir), list(self.platform.cache_dirs(self.cache_dir).values())
+        shared_dirs = list(self.platform.cache_dirs(self.cache_dir).values())
+        env = prepare_workdir(folder, self.platform.worker_env(self.cache_dir), shared_dirs)
+        confinement = (
+            Confinement.for_worker(folder, [task.reference_path.parent], shared_dirs) if self._confine else None
         )
-        exit_ = self._workers.run(request, folder, timeout_s, memory_gb, env, self.platform.drop_privileges)
+        exit_ = self._workers.run(
+            request, folder, timeout_s, memory_gb, env, self.platform.drop_privileges, confinement
+        )
         # What a worker wrote (outputs that pass the checks) is closed to every later worker.
         close_to_workers(folder)
         result_path = folder / "result.json"
@@ -119,7 +130,7 @@ class Evaluator:
         if task.id not in self._references:
             folder = self.work_dir / "reference" / task.id
             request = self._request(task, "reference", folder, measure_ceilings=self.ceilings() is None)
-            record, failure = self._run(request, folder, self.settings.reference_timeout_s)
+            record, failure = self._run(request, folder, self.settings.reference_timeout_s, task)
             if record is None or record.get("verdict") != "correct":
                 reason = failure or record.get("reason", "")
                 raise ForgeBenchError(
@@ -145,7 +156,7 @@ class Evaluator:
         (folder / "candidate.py").write_text(candidate_source)
         started = time.perf_counter()
         request = self._request(task, "candidate", folder, candidate_path=str(folder / "candidate.py"), profile=profile)
-        record, failure = self._run(request, folder, self.settings.timeout_s)
+        record, failure = self._run(request, folder, self.settings.timeout_s, task)
         worker_s = time.perf_counter() - started
         if record is None:
             verdict = "timeout" if failure.startswith("timeout") else "crash"
@@ -217,3 +228,16 @@ class Evaluator:
                     "ceiling): the timing cannot be honest"
                 )
         return result
+
+
+def _landlock_available() -> bool:
+    if confine.landlock_abi():
+        return True
+    as_who = "the user nobody" if os.getuid() == 0 else "your own user"
+    logging.getLogger(__name__).warning(
+        "this kernel has no Landlock (Linux 5.13+, landlock in its lsm= list): workers run as %s "
+        "and can read every file that user can, and the /proc files of that user's other processes "
+        "(a shell's start-up environment may hold API keys); run on a kernel with Landlock.",
+        as_who,
+    )
+    return False

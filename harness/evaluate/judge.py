@@ -2,8 +2,9 @@
 on the task's device, so a gigabyte of GPU outputs never passes through the harness.
 
 It runs harness code only (no reference, no candidate), as the harness's own user, with a scrubbed
-environment: a worker running as nobody cannot read its memory. The expected outputs it keeps are
-those a reference worker wrote, so correctness does not depend on which process ran first.
+environment, non-dumpable: no worker (as nobody, or as the harness's own uid) can read its memory.
+The expected outputs it keeps are those a reference worker wrote, so correctness does not depend
+on which process ran first.
 Started by `Judge` below; reads one JSON request per line on stdin and answers one JSON line.
 """
 
@@ -76,6 +77,9 @@ def _judge(request: dict, cache: OrderedDict, device) -> dict:
 def serve(device_name: str) -> None:
     import torch
 
+    from harness.evaluate.confine import make_undumpable
+
+    make_undumpable()  # its memory holds every task's expected outputs
     device = torch.device(device_name)
     torch.set_grad_enabled(False)
     cache: OrderedDict = OrderedDict()

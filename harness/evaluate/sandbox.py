@@ -1,4 +1,5 @@
 """Runs a worker in its own process: time limit, memory limit, scrubbed environment, own dirs,
+Landlock confinement where the kernel has it (own folders writable, no other process inspectable),
 and (when the harness runs as root) the unprivileged user nobody.
 
 Workers are forked from a zygote (zygote.py) that imported torch once; each zygote serves one
@@ -13,7 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness.evaluate.zygote import NOBODY
@@ -33,6 +34,29 @@ PASSED_ENV = (
     "TRITON_INTERPRET",
     "LD_LIBRARY_PATH",
 )
+
+
+# Beside its own folders and the Python code its zygote loaded, a confined worker reads only the
+# system's programs, libraries and settings: not the user's home, nor the folder the harness runs in.
+SYSTEM_READS = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys")
+# Device files are opened for writing too (/dev/null, /dev/shm, the GPU's /dev/nvidia*).
+SYSTEM_WRITES = ("/dev",)
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """What a confined worker may read and write (Landlock); everything else is refused."""
+
+    read: tuple[str, ...]
+    write: tuple[str, ...]
+
+    @classmethod
+    def for_worker(cls, workdir: Path, reads: list[Path], shared_dirs: list[Path]) -> Confinement:
+        extra = [os.environ["CUDA_HOME"]] if "CUDA_HOME" in os.environ else []
+        return cls(
+            read=(*SYSTEM_READS, *extra, *map(str, reads)),
+            write=(*SYSTEM_WRITES, str(workdir), *map(str, shared_dirs)),
+        )
 
 
 @dataclass(frozen=True)
@@ -153,6 +177,7 @@ class ZygotePool:
         memory_gb: float | None,
         env: dict[str, str],
         drop_privileges: bool,
+        confinement: Confinement | None,
     ) -> WorkerExit:
         log_path = workdir / "worker.log"
         job = {
@@ -163,6 +188,7 @@ class ZygotePool:
             "memory_bytes": int(memory_gb * 2**30) if memory_gb else None,
             "env": env,
             "drop_privileges": drop_privileges,
+            "confinement": asdict(confinement) if confinement else None,
         }
         zygote = self._acquire()
         try:

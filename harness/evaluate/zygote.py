@@ -1,8 +1,9 @@
 """A pre-loaded parent for workers: imports torch and the worker once, then forks one child per
 evaluation, so a worker starts in milliseconds instead of seconds.
 
-Started by sandbox.py with a scrubbed environment; reads one JSON request per line on stdin and
-answers one JSON line per finished child: {"status": waitpid status, "timed_out": bool}.
+Started by sandbox.py with a scrubbed environment and made non-dumpable, so even a worker of its
+own uid cannot read its /proc files; reads one JSON request per line on stdin and answers one
+JSON line per finished child: {"status": waitpid status, "timed_out": bool}.
 It never runs a torch op itself: a fork after OpenMP or CUDA start-up would break the child.
 """
 
@@ -13,14 +14,32 @@ import json
 import os
 import resource
 import signal
+import site
 import sys
 import time
+
+from harness.evaluate import confine
 
 NOBODY = 65534
 
 
-def _become_worker(job: dict) -> None:
-    """In the child: own session, limits, environment, directory, log, and (as root) no privileges."""
+def _code_roots() -> list[str]:
+    """Where the Python code a worker may run lives: the interpreter's prefixes, the site folders,
+    and the folder of every top-level package the zygote imported (harness/ of an editable
+    install). Not the folders on sys.path themselves: one is the folder the harness runs in."""
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, site.getusersitepackages()}
+    roots.update(site.getsitepackages())
+    for name, module in list(sys.modules.items()):
+        if "." in name:
+            continue
+        package_dirs, file = getattr(module, "__path__", None), getattr(module, "__file__", None)
+        roots.update(package_dirs if package_dirs else [file] if file else [])
+    return sorted(roots)
+
+
+def _become_worker(job: dict, code_roots: list[str]) -> None:
+    """In the child: own session, limits, environment, directory, log, (as root) no privileges, and
+    (where the kernel has Landlock) no files but its own and no other process in reach."""
     os.setsid()
     os.chdir(job["workdir"])
     log = os.open(job["log_path"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -37,12 +56,14 @@ def _become_worker(job: dict) -> None:
         os.setgroups([])
         os.setgid(NOBODY)
         os.setuid(NOBODY)
+    if job.get("confinement"):
+        confine.restrict([*job["confinement"]["read"], *code_roots], job["confinement"]["write"])
 
 
-def _run_child(job: dict) -> None:
+def _run_child(job: dict, code_roots: list[str]) -> None:
     code = 1
     try:
-        _become_worker(job)
+        _become_worker(job, code_roots)
         from harness.evaluate import worker
 
         code = worker.main(job["request_path"])
@@ -74,15 +95,17 @@ def _wait(pid: int, timeout_s: float) -> tuple[int, bool]:
 
 
 def serve() -> None:
+    confine.make_undumpable()
     for module in ["torch", "harness.evaluate.worker", "torch._dynamo", *sys.argv[1:]]:
         importlib.import_module(module)
+    code_roots = _code_roots()
     out = sys.stdout
     print(json.dumps({"ready": True}), file=out, flush=True)
     for line in sys.stdin:
         job = json.loads(line)
         pid = os.fork()
         if pid == 0:
-            _run_child(job)
+            _run_child(job, code_roots)
         status, timed_out = _wait(pid, job["timeout_s"])
         if not timed_out:
             try:

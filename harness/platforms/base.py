@@ -20,6 +20,9 @@ class Platform:
     preload: list[str] = field(default_factory=list)
     # Run workers as the user nobody when the harness is root (no access to root's processes).
     drop_privileges: bool = True
+    # Confine workers with Landlock where the kernel has it: no files but their own and the
+    # system's, no other process's /proc files or ptrace, whichever user runs the harness.
+    confine: bool = True
 
     def prompt_notes(self) -> str:
         """What a model must know to write a candidate for this platform (prompts are data)."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,11 +25,14 @@ class Budget:
     tokens: int | None = None
     wall_s: float | None = None
 
-    def exhausted(self, tree: SearchTree) -> str | None:
+    def exhausted(self, tree: SearchTree, in_flight: int = 0) -> str | None:
         """The name of the first budget used up, or None while all remain. Every figure comes
-        from the persisted tree, so a resumed search keeps counting where it stopped."""
+        from the persisted tree, so a resumed search keeps counting where it stopped. Calls
+        `in_flight` (sent, not landed) count as rounds; their cost and tokens are not known until
+        they land, so a search with N calls in flight overspends usd, tokens or wall_s by at most
+        one call per slot (N calls), and by at most one call with a single slot."""
         totals = tree.totals()
-        if totals["llm_calls"] >= self.rounds:
+        if totals["llm_calls"] + in_flight >= self.rounds:
             return "rounds"
         if self.usd is not None and totals["cost_usd"] >= self.usd:
             return "usd"
@@ -56,30 +61,50 @@ class AgentOutcome:
     tree: SearchTree
 
 
+def write_atomic(path: Path, text: str) -> None:
+    """Write a file whole or not at all: a kill -9 mid-write leaves no torn record to resume from."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{threading.get_ident()}.partial")
+    partial.write_text(text)
+    os.replace(partial, path)
+
+
 def _store(folder: Path, payload: dict) -> str:
     """Content-addressed record of a prompt or response; returns its id."""
     text = json.dumps(payload, sort_keys=True)
     key = hashlib.sha256(text.encode()).hexdigest()[:20]
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{key}.json").write_text(text)
+    write_atomic(folder / f"{key}.json", text)
     return key
 
 
-def ask(ctx: AgentContext, node_id: int, messages: list[dict[str, str]]) -> tuple[str, Completion]:
-    """Call the model, or reuse the answer on disk for this node's exact request (a resumed run
-    never pays twice for a call it already made)."""
-    prompt_id = _store(ctx.transcripts, {"model": ctx.model.name, "node": node_id, "messages": messages})
+def record_prompt(ctx: AgentContext, node_id: int, messages: list[dict[str, str]]) -> str:
+    """Store the exact request for a node; its id is the key of the response cache."""
+    return _store(ctx.transcripts, {"model": ctx.model.name, "node": node_id, "messages": messages})
+
+
+def stored_messages(ctx: AgentContext, prompt_id: str) -> list[dict[str, str]]:
+    return json.loads((ctx.transcripts / f"{prompt_id}.json").read_text())["messages"]
+
+
+def answer(ctx: AgentContext, prompt_id: str, messages: list[dict[str, str]]) -> Completion:
+    """The model's answer to a stored request: from the cache on disk if it was ever received (a
+    resumed run never pays twice for a call it already made), else a call. Safe in threads."""
     cached = ctx.transcripts / f"response-{prompt_id}.json"
     if cached.is_file():
-        return prompt_id, Completion(**json.loads(cached.read_text()))
+        return Completion(**json.loads(cached.read_text()))
     completion = ctx.model.complete(messages)
-    cached.write_text(json.dumps(completion.to_dict()))
-    return prompt_id, completion
+    write_atomic(cached, json.dumps(completion.to_dict()))
+    return completion
 
 
 def attempts_for_prompt(tree: SearchTree, limit: int = 30) -> list[tuple[str | None, str]]:
     """Failed and recent attempts, shown to the model so it does not repeat them."""
-    candidates = [n for n in tree.nodes if n.action != "analyst"]  # an analyst's advice is no attempt
+    return attempts_among(tree.nodes, limit)
+
+
+def attempts_among(nodes: list[Node], limit: int = 30) -> list[tuple[str | None, str]]:
+    """`attempts_for_prompt` over some nodes (a prefix of the tree: what a prompt was built from)."""
+    candidates = [n for n in nodes if n.action != "analyst"]  # an analyst's advice is no attempt
     failed = [n for n in candidates if not n.correct]
     recent = candidates[-limit:]
     chosen = sorted({n.id: n for n in failed[-limit:] + recent}.values(), key=lambda n: n.id)
@@ -101,16 +126,31 @@ def expand(ctx: AgentContext, action: str, parent: Node | None, advice: str = ""
     )
     node_id = ctx.tree.next_id()
     prompt_id, completion, failure = call_model(ctx, node_id, messages, started)
+    return land(ctx, node_id, parent.id if parent else None, action, prompt_id, completion, failure, started)
+
+
+def land(
+    ctx: AgentContext,
+    node_id: int,
+    parent_id: int | None,
+    action: str,
+    prompt_id: str,
+    completion: Completion,
+    failure: str | None,
+    started: float,
+    extra: dict | None = None,
+) -> Node:
+    """Evaluate the code of an answer (in the caller's thread: one evaluation at a time) and
+    persist its node."""
     source = extract_code(completion.text)
     result = ctx.evaluator.evaluate(ctx.task, source) if source else None
     if failure:
         note = f"model call failed: {failure}"
     else:
         note = "" if source else "no code block in the answer: " + completion.text.strip()[:300]
-    parent_id = parent.id if parent else None
-    return ctx.tree.add(
-        new_node(node_id, parent_id, action, prompt_id, completion, started, source=source, result=result, note=note)
-    )
+    node = new_node(node_id, parent_id, action, prompt_id, completion, started, source=source, result=result, note=note)
+    node.extra.update(extra or {})
+    return ctx.tree.add(node)
 
 
 def call_model(
@@ -118,11 +158,18 @@ def call_model(
 ) -> tuple[str, Completion, str | None]:
     """One model call for a node. A provider failure after retries comes back as its message
     (the round is spent and recorded; the strategy decides whether to go on)."""
+    prompt_id = record_prompt(ctx, node_id, messages)
+    return (prompt_id, *answer_or_failure(ctx, prompt_id, messages, started))
+
+
+def answer_or_failure(
+    ctx: AgentContext, prompt_id: str, messages: list[dict[str, str]], started: float
+) -> tuple[Completion, str | None]:
+    """`answer`, or an empty completion and the provider's failure message."""
     try:
-        prompt_id, completion = ask(ctx, node_id, messages)
-        return prompt_id, completion, None
+        return answer(ctx, prompt_id, messages), None
     except ModelCallError as exc:
-        return "", Completion("", ctx.model.name, 0, 0, 0.0, time.monotonic() - started), str(exc)
+        return Completion("", ctx.model.name, 0, 0, 0.0, time.monotonic() - started), str(exc)
 
 
 def new_node(

@@ -1,4 +1,4 @@
-"""The search tree: one node per candidate, appended to disk before the next node starts."""
+"""The search tree: one node per candidate, appended to disk as it lands; dispatched requests journaled."""
 
 from __future__ import annotations
 
@@ -52,31 +52,65 @@ class Node:
         return cls(**{**data, "result": result})
 
 
+@dataclass(frozen=True)
+class Dispatch:
+    """A model call sent before its node lands: what a resumed search must ask again (its answer,
+    if it arrived, is cached on disk under `prompt_id`), not choose anew."""
+
+    id: int
+    parent_id: int | None
+    action: str
+    prompt_id: str
+    seen: int  # how many landed nodes (in landing order) the prompt was built from
+
+
+def _read_lines(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _append(path: Path, record: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        f.write(json.dumps(record) + "\n")
+        f.flush()
+        os.fsync(f.fileno())  # a crash after this line loses nothing already written
+
+
 class SearchTree:
-    """Nodes of one task's search, persisted as JSON lines; reopening the file resumes the tree."""
+    """Nodes of one task's search, persisted as JSON lines in the order they landed (evaluated);
+    reopening the file resumes the tree. Model calls sent ahead of their node's landing are
+    journaled beside it (`tree.inflight.jsonl`), so a resumed search re-sends exactly those."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.nodes: list[Node] = []
-        if self.path.is_file():
-            for line in self.path.read_text().splitlines():
-                if line.strip():
-                    self.nodes.append(Node.from_dict(json.loads(line)))
+        self.journal_path = self.path.with_name(self.path.stem + ".inflight.jsonl")
+        self.nodes: list[Node] = [Node.from_dict(data) for data in _read_lines(self.path)]
+        self.dispatches: list[Dispatch] = [Dispatch(**data) for data in _read_lines(self.journal_path)]
 
     def __len__(self) -> int:
         return len(self.nodes)
 
     def next_id(self) -> int:
-        return len(self.nodes)
+        """One past every id landed or dispatched: ids stay unique across crashes and resumes."""
+        return max([n.id for n in self.nodes] + [d.id for d in self.dispatches], default=-1) + 1
 
     def add(self, node: Node) -> Node:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a") as f:
-            f.write(json.dumps(node.to_dict()) + "\n")
-            f.flush()
-            os.fsync(f.fileno())  # a crash after this line loses nothing already evaluated
+        _append(self.path, node.to_dict())
         self.nodes.append(node)
         return node
+
+    def dispatch(self, record: Dispatch) -> Dispatch:
+        """Journal a model call before it is sent."""
+        _append(self.journal_path, asdict(record))
+        self.dispatches.append(record)
+        return record
+
+    def unlanded(self) -> list[Dispatch]:
+        """Journaled calls whose node never landed (the search stopped while they were in flight)."""
+        landed = {n.id for n in self.nodes}
+        return sorted((d for d in self.dispatches if d.id not in landed), key=lambda d: d.id)
 
     def children(self, node_id: int | None) -> list[Node]:
         return [n for n in self.nodes if n.parent_id == node_id]

@@ -53,6 +53,26 @@ def attempts_section(attempts: list[tuple[str | None, str]]) -> str:
     return "\n## Earlier attempts (do not repeat these)\n" + "\n".join(lines) + "\n"
 
 
+def estimate_tokens(messages: list[dict[str, str]]) -> int:
+    """A provider-free token estimate of a chat: characters / 4, rounded up (close for code and
+    English with BPE tokenizers; exact counts need the provider's tokenizer)."""
+    return -(-sum(len(m["content"]) for m in messages) // 4)
+
+
+def context_section(entries: list[tuple[str, str | None, str]]) -> str:
+    """Lineage context: (label, code or None when left out, outcome) per node. A node whose code
+    was left out keeps its one-line outcome."""
+    if not entries:
+        return ""
+    parts = ["\n## Context from the search so far"]
+    for label, source, outcome in entries:
+        parts.append(f"### {label}: {outcome}")
+        if source is None:
+            continue
+        parts.append(f"```python\n{source.strip()}\n```")
+    return "\n".join(parts) + "\n"
+
+
 def advice_section(advice: str) -> str:
     """The analyst's recommendations, placed after the version they are about; empty without advice."""
     return f"\n## The analyst's recommendations for this version\n{advice.strip()}\n" if advice.strip() else ""
@@ -66,13 +86,16 @@ def build_messages(
     parent_source: str | None = None,
     parent_result: str = "",
     advice: str = "",
+    context: str = "",
 ) -> list[dict[str, str]]:
     """The exact chat a model sees for one expansion; rebuilt from the tree, it is the same.
-    `advice` is the analyst's text on the version to improve (refine and repair prompts only)."""
+    `advice` is the analyst's text on the version to improve (refine and repair prompts only);
+    `context` a `context_section` (lineage: best, recent and ancestor nodes)."""
     fields = {
         "task": task_section(task, platform),
         "platform_notes": platform.prompt_notes().strip(),
         "attempts": attempts_section(attempts),
+        "context": context,
     }
     if action == "new":
         user = _template("new").substitute(fields)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -29,12 +30,16 @@ class LiteLLMModel:
     gpus: int = 1
     extra: dict = field(default_factory=dict)  # passed to litellm.completion as is (e.g. mock_response)
     _router_instance: object = field(default=None, init=False, repr=False)
+    # MCTS with several expansions in flight calls complete() from threads: one router, built once.
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _registered: bool = field(default=False, init=False, repr=False)
 
     def _litellm(self):
         import litellm
 
         litellm.suppress_debug_info = True
-        if self.input_cost_per_token is not None:
+        if self.input_cost_per_token is not None and not self._registered:
+            self._registered = True
             litellm.register_model(
                 {
                     self.name: {
@@ -71,6 +76,10 @@ class LiteLLMModel:
     def _router(self, litellm):
         """litellm's Router retries rate limits, timeouts and server errors with backoff (the
         global litellm.num_retries is reset after a failure, so it cannot be relied on)."""
+        with self._lock:
+            return self._build_router(litellm)
+
+    def _build_router(self, litellm):
         if self._router_instance is None:
             params = {
                 "model": self.name,
@@ -94,7 +103,8 @@ class LiteLLMModel:
         mlflow.litellm.autolog()
 
     def complete(self, messages: list[dict[str, str]]) -> Completion:
-        litellm = self._litellm()
+        with self._lock:
+            litellm = self._litellm()
         started = time.monotonic()
         try:
             response = self._router(litellm).completion(

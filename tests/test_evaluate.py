@@ -29,6 +29,7 @@ APPENDED = {
     "looks_for_api_keys",
     "patches_timers",
     "works_after_return",
+    "leaves_a_daemon",
 }
 # Evaluated by the shared evaluator in the background; each test's name starts with its candidate's.
 BACKGROUND = (
@@ -48,6 +49,7 @@ BACKGROUND = (
     "forges_result_and_exits",
     "patches_timers",
     "works_after_return",
+    "leaves_a_daemon",
 )
 HANG_TIMEOUT_S = 20
 
@@ -207,6 +209,15 @@ def test_works_after_return_is_rejected(planted):
     result = planted["works_after_return"].result()
     assert result.verdict == "rejected", result.to_json()
     assert "after forward returned" in result.reason
+
+
+def test_leaves_a_daemon_gets_its_verdict_and_the_daemon_is_gone(planted, evaluator):
+    result = planted["leaves_a_daemon"].result()
+    assert result.verdict == "correct", result.reason  # the kernel itself is the legitimate one
+    pids = [int(p.read_text()) for p in evaluator.work_dir.rglob("daemon.pid")]
+    assert pids, "the planted daemon never started"
+    for pid in pids:  # killed and reaped by the zygote before the result was reported
+        assert not Path(f"/proc/{pid}").exists(), f"daemon {pid} outlived its worker"
 
 
 def test_a_task_whose_reference_output_is_constant_calls_nothing_correct(tmp_path, make_evaluator):

@@ -55,6 +55,16 @@ def make_undumpable() -> None:
         _fail("PR_SET_DUMPABLE")
 
 
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def make_subreaper() -> None:
+    """Adopt this process's orphaned descendants (instead of init): a worker's child that left
+    its process group (setsid) and outlived the worker becomes this process's child, in reach."""
+    if _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        _fail("PR_SET_CHILD_SUBREAPER")
+
+
 def landlock_abi() -> int:
     """The kernel's Landlock ABI version; 0 when Landlock is missing or turned off."""
     version = _libc.syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))

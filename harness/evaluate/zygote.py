@@ -94,8 +94,46 @@ def _wait(pid: int, timeout_s: float) -> tuple[int, bool]:
         delay = min(delay * 2, 0.02)
 
 
+def _children() -> list[int]:
+    """This process's children, from /proc (the fourth field of stat is the parent's pid)."""
+    me, found = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        if int(fields[1]) == me:
+            found.append(int(entry))
+    return found
+
+
+def _reap_orphans() -> None:
+    """Kill whatever the worker left running outside its process group: a daemon it started with
+    setsid would otherwise live on as nobody and tamper with later workers' folders. As the
+    subreaper this process inherits every orphan, so after the worker its children are exactly
+    those; a daemon that forks again hands its child up here too, hence the loop."""
+    for _ in range(100):
+        orphans = _children()
+        if not orphans:
+            return
+        for pid in orphans:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in orphans:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+
 def serve() -> None:
     confine.make_undumpable()
+    confine.make_subreaper()
     for module in ["torch", "harness.evaluate.worker", "torch._dynamo", *sys.argv[1:]]:
         importlib.import_module(module)
     code_roots = _code_roots()
@@ -112,6 +150,7 @@ def serve() -> None:
                 os.killpg(pid, signal.SIGKILL)  # threads or children the worker left behind
             except (ProcessLookupError, PermissionError):
                 pass
+        _reap_orphans()
         print(json.dumps({"status": status, "timed_out": timed_out}), file=out, flush=True)
 
 

@@ -220,6 +220,18 @@ def test_leaves_a_daemon_gets_its_verdict_and_the_daemon_is_gone(planted, evalua
         assert not Path(f"/proc/{pid}").exists(), f"daemon {pid} outlived its worker"
 
 
+def test_the_references_compiler_caches_are_out_of_the_candidates_reach(task, evaluator):
+    import os
+
+    evaluator.reference(task)
+    own = set(evaluator.platform.cache_dirs(evaluator.cache_dir / "reference").values())
+    shared = set(evaluator.platform.cache_dirs(evaluator.cache_dir).values())
+    assert own and not own & shared  # Inductor/Triton caches hold code the reference's worker runs
+    if os.getuid() == 0:  # candidates run as nobody: the reference's caches are root's alone
+        for folder in own:
+            assert folder.stat().st_uid == 0 and folder.stat().st_mode & 0o777 == 0o700, folder
+
+
 def test_a_task_whose_reference_output_is_constant_calls_nothing_correct(tmp_path, make_evaluator):
     tmp_path.chmod(0o711)  # the reference worker runs as nobody under root
     constant = tmp_path / "zero_times_x.py"

@@ -101,17 +101,22 @@ class Evaluator:
         path.write_text(json.dumps(request, indent=1))
         return path
 
-    def _run(self, request: Path, folder: Path, timeout_s: float, task: Task) -> tuple[dict | None, str]:
+    def _run(
+        self, request: Path, folder: Path, timeout_s: float, task: Task, trusted: bool = False
+    ) -> tuple[dict | None, str]:
+        """Run one worker. A trusted one (the reference and its baselines) keeps our user and has
+        compiler caches of its own: Inductor and Triton caches hold code that gets executed, so a
+        cache a candidate could write to would let it run code in the reference's worker."""
         s = self.settings
         memory_gb = s.memory_gb if self.platform.limit_address_space else None
-        shared_dirs = list(self.platform.cache_dirs(self.cache_dir).values())
-        env = prepare_workdir(folder, self.platform.worker_env(self.cache_dir), shared_dirs)
+        cache_root = self.cache_dir / "reference" if trusted else self.cache_dir
+        shared_dirs = list(self.platform.cache_dirs(cache_root).values())
+        env = prepare_workdir(folder, self.platform.worker_env(cache_root), shared_dirs, unprivileged=not trusted)
         confinement = (
             Confinement.for_worker(folder, [task.reference_path.parent], shared_dirs) if self._confine else None
         )
-        exit_ = self._workers.run(
-            request, folder, timeout_s, memory_gb, env, self.platform.drop_privileges, confinement
-        )
+        drop = self.platform.drop_privileges and not trusted
+        exit_ = self._workers.run(request, folder, timeout_s, memory_gb, env, drop, confinement)
         # What a worker wrote (outputs that pass the checks) is closed to every later worker.
         close_to_workers(folder)
         result_path = folder / "result.json"
@@ -130,7 +135,7 @@ class Evaluator:
         if task.id not in self._references:
             folder = self.work_dir / "reference" / task.id
             request = self._request(task, "reference", folder, measure_ceilings=self.ceilings() is None)
-            record, failure = self._run(request, folder, self.settings.reference_timeout_s, task)
+            record, failure = self._run(request, folder, self.settings.reference_timeout_s, task, trusted=True)
             if record is None or record.get("verdict") != "correct":
                 reason = failure or record.get("reason", "")
                 raise ForgeBenchError(

@@ -99,18 +99,24 @@ def check_reachable_by_worker(folder: Path) -> None:
             )
 
 
-def prepare_workdir(workdir: Path, extra: dict[str, str], shared_dirs: list[Path]) -> dict[str, str]:
-    """The worker's environment, with its own HOME and TMPDIR inside workdir."""
+def prepare_workdir(
+    workdir: Path, extra: dict[str, str], shared_dirs: list[Path], unprivileged: bool = True
+) -> dict[str, str]:
+    """The worker's environment, with its own HOME and TMPDIR inside workdir. An unprivileged
+    worker (a candidate's) gets the folders handed to it and the caches opened to every worker;
+    a trusted one (the reference's, which stays our user) keeps both private."""
     env = base_env()
     home, tmp = workdir / "home", workdir / "tmp"
     for folder in (home, tmp):
         folder.mkdir(parents=True, exist_ok=True)
-        _hand_over(folder)
-    _hand_over(workdir)
-    for folder in shared_dirs:  # caches every worker writes to
+        if unprivileged:
+            _hand_over(folder)
+    if unprivileged:
+        _hand_over(workdir)
+    for folder in shared_dirs:  # caches every worker of this kind writes to
         folder.mkdir(parents=True, exist_ok=True)
         if os.getuid() == 0:
-            folder.chmod(0o1777)
+            folder.chmod(0o1777 if unprivileged else 0o700)
     env.update(HOME=str(home), TMPDIR=str(tmp), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
     env.update(extra)
     return env

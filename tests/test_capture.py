@@ -289,3 +289,26 @@ def test_a_model_too_large_to_run_is_captured_on_meta_with_estimated_shares(tmp_
         with torch.no_grad():  # the references run on real tensors although nothing ran at capture
             out = module.Model()(*module.get_inputs())
         assert all(o.device.type == "cpu" for o in (out if isinstance(out, tuple) else (out,))), task.id
+
+
+def test_the_value_that_leaves_a_region_is_its_result_not_the_last_call():
+    ln, w = torch.nn.LayerNorm(16), torch.randn(16, 8)
+    x, r = torch.randn(4, 16), torch.randn(4, 16)
+
+    def block(x, r):
+        h = x + r
+        n = ln(h)
+        keep = h * 0.5  # joins the region after the norm, but the matmul reads the norm
+        return n @ w, keep
+
+    fused, _ = _fused(block, x, r)
+    (chain,) = [f for f in fused if f.ops[0] == "add"]
+    assert chain.ops == ["add", "native_layer_norm"]
+    got = _run_reference(fused_reference_source("m", chain), [x, r, ln.weight, ln.bias])
+    torch.testing.assert_close(got, ln(x + r), rtol=0, atol=0)
+
+
+def test_an_epilogue_holds_one_matmul():
+    x, w1, w2 = torch.randn(4, 8), torch.randn(8, 8), torch.randn(8, 8)
+    fused, _ = _fused(lambda x: (x.sin() + x @ w1) * (x @ w2), x)
+    assert not [f.ops for f in fused if sum(op in ("mm", "addmm") for op in f.ops) > 1]

@@ -5,11 +5,13 @@ single calls.
 
 Two trackers watch the same calls. NORM_CHAINS grows regions of elementwise, reduction, norm,
 softmax and copy calls (a residual add with the norm after it, as fused_add_rms_norm does);
-EPILOGUES opens a region at each matmul or convolution and lets only elementwise calls and casts
-join it. A call that may not join and reads a region's tensor ends that region: the value escapes
-to work the fused kernel would not do. Identical regions group like identical calls do. A fused
-task returns the region's last result; intermediates the model also keeps elsewhere (the residual
-sum) are not among its outputs, which the task says.
+EPILOGUES opens a region at each matmul or convolution and lets only the elementwise ops of an
+epilogue (bias, scale, gate, residual, activation) join it, one GEMM per region. A call that may
+not join and reads a region's tensor ends that region, and the value it reads is the region's
+result: the value that escapes to work a fused kernel would not do. Identical regions group like
+identical calls do. A fused task returns that one result, computed by the members it depends on;
+intermediates the model also keeps elsewhere (the residual sum) are not among its outputs, which
+the task says.
 """
 
 from __future__ import annotations
@@ -137,12 +139,21 @@ class FusionTracker:
         """One recorded call: join, open or close regions, then note who produced its outputs."""
         self._seq += 1
         addresses = [_address(t) for t in inputs]
-        touched = sorted({self._owner[a][0] for a in addresses if a in self._owner})
+        read: dict[int, int] = {}  # region -> the latest of its members this call reads
+        for address in addresses:
+            if address in self._owner:
+                region_id, seq = self._owner[address][:2]
+                read[region_id] = max(seq, read.get(region_id, 0))
+        touched = sorted(read)
         kind = self._kind_of(group)
         opens = kind in self._rule.opens and not group.mutates
-        if not self._rule.may_join(kind, group.op.overloadpacket.__name__) or group.mutates:
-            for region_id in touched:
-                self._close(region_id)
+        joins = self._rule.may_join(kind, group.op.overloadpacket.__name__) and not group.mutates
+        # An epilogue belongs to one GEMM: a call reading two GEMMs' results ends both regions.
+        if joins and len(touched) > 1 and self._rule.join_ops is not None:
+            joins = False
+        if not joins:
+            for region_id in touched:  # what this call reads is the value that left the region
+                self._close(region_id, sink=read[region_id])
             region_id = self._start() if opens else None
         elif not touched:
             region_id = self._start() if opens else None
@@ -150,7 +161,7 @@ class FusionTracker:
             region_id = self._merge(touched)
             if len(self._open[region_id].members) >= MAX_MEMBERS:
                 self._close(region_id)
-                region_id = self._start()
+                region_id = self._start() if opens else None
         # Wire the inputs before forgetting the outputs' addresses: an in-place call (relu_ on a
         # norm's result) writes where its input lives, and that input is a member's result.
         if region_id is not None:
@@ -196,12 +207,14 @@ class FusionTracker:
                     self._owner[address] = (ids[0], seq, slot, identity)
         return ids[0]
 
-    def _close(self, region_id: int) -> None:
+    def _close(self, region_id: int, sink: int | None = None) -> None:
+        """End a region; its task returns the member `sink` (the value a non-joining call read),
+        else the last, with only the members that value depends on."""
         region = self._open.pop(region_id)
         for address, owner in list(self._owner.items()):
             if owner[0] == region_id:
                 del self._owner[address]
-        members = _live(sorted(region.members, key=lambda m: m.seq))
+        members = _live(sorted(region.members, key=lambda m: m.seq), sink)
         kinds = [self._kind_of(m.group) for m in members]
         computes = [k for k in kinds if k != "copy"]
         epilogue = [k for k in kinds[1:] if k != "copy"]
@@ -229,11 +242,13 @@ class FusionTracker:
             self.groups[key] = FusedGroup([m.group for m in members], wiring, specs, values)
 
 
-def _live(members: list[_Member]) -> list[_Member]:
-    """The members the last one depends on: a fused task returns the last result only, so work
-    that feeds nothing it returns would be dead code a kernel could skip (and would inflate the
-    bytes the task says it must move)."""
-    needed = {members[-1].seq} if members else set()
+def _live(members: list[_Member], sink: int | None) -> list[_Member]:
+    """The sink (by default the last member) and the members it depends on: a fused task returns
+    one result, so work that feeds nothing it returns would be dead code a kernel could skip (and
+    would inflate the bytes the task says it must move)."""
+    if not members:
+        return []
+    needed = {members[-1].seq if sink is None else sink}
     for m in reversed(members):
         if m.seq in needed:
             needed.update(w.member for w in m.wires if isinstance(w, Internal))

@@ -66,6 +66,11 @@ def _tasks_validate(args: argparse.Namespace) -> int:
         if all(r.is_dir() for r in roots)
         else roots
     )
+    if args.run == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ForgeBenchError("tasks validate --run cuda: this machine has no CUDA device; use --run cpu.")
     problems = 0
     for target in targets:
         try:
@@ -96,7 +101,7 @@ def _run_reference(task, device: str) -> None:
             module.Model(*module.get_init_inputs())(*inputs)
             if device.startswith("cuda"):
                 torch.cuda.synchronize()
-    except (RuntimeError, ValueError, TypeError, IndexError) as exc:
+    except Exception as exc:  # a reference is user code: any failure is a finding about the task
         line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ForgeBenchError(f"task '{task.id}': its reference fails on {device}: {line}") from exc
     finally:
@@ -171,7 +176,7 @@ def parser() -> argparse.ArgumentParser:
     listing.set_defaults(handler=_tasks_list)
     validate = tasks.add_parser("validate", help="check every task.yaml and reference.py")
     validate.add_argument("paths", nargs="*", help="task folders, tasks roots, or KernelBench files (default: tasks/)")
-    validate.add_argument("--run", metavar="DEVICE", help="also run each reference once at its shapes (cpu, cuda)")
+    validate.add_argument("--run", choices=["cpu", "cuda"], help="also run each reference once at its shapes")
     validate.set_defaults(handler=_tasks_validate)
 
     cap = sub.add_parser("capture", help="profile a model at the ATen level and write its costly calls as tasks")

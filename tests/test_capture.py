@@ -114,6 +114,16 @@ def test_tasks_validate_accepts_the_capture(captured):
     assert f"{len(discover(captured))} of {len(discover(captured))} tasks valid" in run.stdout
 
 
+def test_tasks_validate_runs_each_reference_on_request(captured):
+    run = forgebench("tasks", "validate", "--run", "cpu", str(captured / MODEL))
+    assert run.returncode == 0, run.stdout
+    assert "(each reference run once on cpu)" in run.stdout
+    if not torch.cuda.is_available():
+        run = forgebench("tasks", "validate", "--run", "cuda", str(captured / MODEL))
+        assert run.returncode == 2 and "Traceback" not in run.stderr
+        assert "has no CUDA device; use --run cpu" in run.stderr
+
+
 def test_recapture_replaces_the_previous_tasks(captured, tmp_path, capsys):
     shutil.copytree(captured, tmp_path, dirs_exist_ok=True)
     before = {t.id for t in discover(tmp_path)}

@@ -24,8 +24,8 @@ class LiteLLMModel:
     input_cost_per_token: float | None = None
     output_cost_per_token: float | None = None
     # A self-hosted server's price: each call is charged its wall time at this GPU-hour rate times
-    # the GPUs serving it, as if the server served that call alone (batched calls overlap, so
-    # this is an upper bound on their share).
+    # the GPUs serving it, as if the server served that call alone. Calls in flight together
+    # overlap, so with N of them the recorded spend can reach N times the GPU time used.
     gpu_hour_usd: float | None = None
     gpus: int = 1
     extra: dict = field(default_factory=dict)  # passed to litellm.completion as is (e.g. mock_response)

@@ -9,6 +9,12 @@ from typing import Any
 VERDICTS = ("correct", "incorrect", "compile_error", "runtime_error", "timeout", "crash", "rejected")
 
 
+def shorten(text: str, limit: int = 2000) -> str:
+    """A reason short enough to record: its head and its tail (where an error's cause usually is)."""
+    return text if len(text) <= limit else text[: limit // 2] + "\n...\n" + text[-limit // 2 :]
+
+
+
 @dataclass
 class EvalResult:
     task: str

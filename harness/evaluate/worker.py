@@ -18,6 +18,7 @@ import torch
 # Bind the clocks before anything a candidate can touch is imported.
 from harness.evaluate import baselines, outputs, timing
 from harness.evaluate.checks import OpRecorder, compare, forbidden_ops, mutated_inputs
+from harness.evaluate.result import shorten
 from harness.platforms import build_cache
 from harness.tasks import load_reference_module
 
@@ -28,10 +29,6 @@ class Verdict(Exception):
     def __init__(self, verdict: str, reason: str):
         super().__init__(reason)
         self.verdict, self.reason = verdict, reason
-
-
-def _trim(text: str, limit: int = 2000) -> str:
-    return text if len(text) <= limit else text[: limit // 2] + "\n...\n" + text[-limit // 2 :]
 
 
 def _to_device(value: Any, device: torch.device) -> Any:
@@ -83,7 +80,7 @@ def _load_candidate(path: Path):
     except SyntaxError as exc:
         raise Verdict("compile_error", f"SyntaxError: {exc}") from exc
     except Exception as exc:  # compiler output arrives here from compile_cpp and load_inline
-        raise Verdict("compile_error", _trim(f"{type(exc).__name__}: {exc}")) from exc
+        raise Verdict("compile_error", shorten(f"{type(exc).__name__}: {exc}")) from exc
     if not hasattr(module, "ModelNew"):
         raise Verdict("compile_error", "the candidate defines no class ModelNew(nn.Module)")
     return module
@@ -254,7 +251,8 @@ def run_candidate(request: dict, device: torch.device, reference) -> dict:
     except Verdict:
         raise
     except Exception as exc:
-        raise Verdict("runtime_error", _trim(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-3)}")) from exc
+        reason = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-3)}"
+        raise Verdict("runtime_error", shorten(reason)) from exc
     start = clock()
     outputs.write(Path(request["outputs_path"]), kept)
     phases["save_s"] = clock() - start
@@ -271,7 +269,7 @@ def run_candidate(request: dict, device: torch.device, reference) -> dict:
         try:
             record["profile"] = _profile(model, working, device)
         except Exception as exc:  # advisory only: a profiler failure must not change the verdict
-            record["profile"] = {"error": _trim(f"{type(exc).__name__}: {exc}", 500)}
+            record["profile"] = {"error": shorten(f"{type(exc).__name__}: {exc}", 500)}
         phases["profile_s"] = clock() - start
     return record
 

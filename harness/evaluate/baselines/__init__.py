@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from harness.errors import ForgeBenchError
+from harness.evaluate.result import shorten
 
 
 class NotApplicable(Exception):
@@ -80,10 +81,6 @@ class BaselineTimes:
     setup_s: dict[str, float] = field(default_factory=dict)
 
 
-def _trim(text: str, limit: int = 600) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _first_matching(baseline: Baseline, sample: Sample, check: Callable[[Any], str | None]) -> Callable[..., Any]:
     """The baseline's callable, called once: a lazy compilation happens here, counted as setup."""
     built = baseline.build(sample)
@@ -125,5 +122,5 @@ def measure_all(
         except NotApplicable as exc:
             times.skipped[name] = str(exc)
         except Exception as exc:  # a baseline that breaks on a task loses its column, not the task
-            times.skipped[name] = _trim(f"failed: {type(exc).__name__}: {exc}")
+            times.skipped[name] = shorten(f"failed: {type(exc).__name__}: {exc}", 600)
     return times

@@ -84,14 +84,20 @@ def _call_source(group: CallGroup, names: list[str]) -> str:
     return f"torch.ops.aten.{op.overloadpacket.__name__}.{op._overloadname}({', '.join(parts)})"
 
 
+def _returned(group: CallGroup, result: str) -> str:
+    """What forward returns of a call whose result is the expression `result`."""
+    if group.output_kind == "tensor":
+        return result
+    if group.output_kind == "list":
+        return f"tuple({result})"
+    return ", ".join(f"{result}[{group.output_slots[i]}]" for i in costs.returned(group))
+
+
 def _body(group: CallGroup, names: list[str]) -> str:
     call = _call_source(group, names)
-    if group.output_kind == "tensor":
-        return f"return {call}"
-    if group.output_kind == "list":
-        return f"return tuple({call})"
-    picked = ", ".join(f"out[{group.output_slots[i]}]" for i in costs.returned(group))
-    return f"out = {call}\n        return {picked}"
+    if group.output_kind in ("tensor", "list"):
+        return f"return {_returned(group, call)}"
+    return f"out = {call}\n        return {_returned(group, 'out')}"
 
 
 def _statistic(value: float) -> str:
@@ -147,15 +153,7 @@ def fused_reference_source(model: str, fused: FusedGroup) -> str:
         f"t{i} = {_call_source(member, [_wire_name(w, fused.members) for w in wires])}"
         for i, (member, wires) in enumerate(zip(fused.members, fused.wiring))
     ]
-    last = len(fused.members) - 1
-    if fused.last.output_kind == "tensor":
-        lines.append(f"return t{last}")
-    elif fused.last.output_kind == "list":
-        lines.append(f"return tuple(t{last})")
-    else:
-        lines.append(
-            "return " + ", ".join(f"t{last}[{fused.last.output_slots[i]}]" for i in costs.returned(fused.last))
-        )
+    lines.append(f"return {_returned(fused.last, f't{len(fused.members) - 1}')}")
     ops = " -> ".join(fused.ops)
     doc = (
         f"A fused region of {model}: {ops}, at its captured shapes ({costs.describe_shapes(fused.externals)}). "

@@ -25,6 +25,7 @@ class InFlight:
         self._pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="model-call")
         self._calls: dict[int, tuple[Dispatch, Future, float]] = {}
         self._resend = ctx.tree.unlanded()
+        self._resent: set[int] = set()  # resent calls land in journal order, so a resume is repeatable
         self._mark = time.monotonic()  # the search's wall time up to here is counted in landed nodes
 
     def __enter__(self) -> InFlight:
@@ -49,6 +50,7 @@ class InFlight:
         if not self._resend:
             return False
         record = self._resend.pop(0)
+        self._resent.add(record.id)
         self._send(record, stored_messages(self.ctx, record.prompt_id))
         return True
 
@@ -67,11 +69,18 @@ class InFlight:
         self._calls[record.id] = (record, future, started)
 
     def land_next(self) -> Node:
-        """Wait for an answer (the lowest id of those ready), evaluate it and persist its node. The
-        node's wall_s is the search's time since the last landing (or since its call was sent, if
-        later), so wall_s summed over the tree is the search's wall time, not N overlapping calls'."""
-        wait([future for _, future, _ in self._calls.values()], return_when=FIRST_COMPLETED)
-        node_id = min(i for i, (_, future, _) in self._calls.items() if future.done())
+        """Wait for an answer (a resent call's in journal order, else the lowest id of those ready),
+        evaluate it and persist its node. The node's wall_s is the search's time since the last
+        landing (or since its call was sent, if later), so wall_s summed over the tree is the
+        search's wall time, not N overlapping calls'."""
+        pending_resent = sorted(self._resent & set(self._calls))
+        if pending_resent:  # its answer is usually on disk already: waiting for it costs nothing
+            node_id = pending_resent[0]
+            self._calls[node_id][1].result()
+            self._resent.discard(node_id)
+        else:
+            wait([future for _, future, _ in self._calls.values()], return_when=FIRST_COMPLETED)
+            node_id = min(i for i, (_, future, _) in self._calls.items() if future.done())
         record, future, started = self._calls.pop(node_id)
         completion, failure = future.result()
         node = land(

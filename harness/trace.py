@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from harness.evaluate.checks import ALLOWED_OPS, COPIES, OpRecorder
+from harness.evaluate.checks import COPIES, OpRecorder, is_allowed
 from harness.tasks import Task, load_reference_module
 
 
@@ -50,7 +50,7 @@ def _signature(reference_path: Path) -> Signature:
         with torch.no_grad(), OpRecorder() as recorder:
             model(*inputs)
         for op in recorder.ops:
-            if op not in ALLOWED_OPS and op not in ops:
+            if not is_allowed(op) and op not in ops:
                 ops.append(op)
         if not ops:  # a cast or layout copy is the task itself
             ops = [op.rstrip("_") for op in recorder.ops if op.rstrip("_") in COPIES][:1]

@@ -15,7 +15,7 @@ from harness.capture import costs, inputs
 from harness.capture.fusion import FusedGroup
 from harness.capture.record import CallGroup, TensorSpec, ValueRange
 from harness.errors import ForgeBenchError
-from harness.evaluate.checks import ALLOWED_OPS
+from harness.evaluate.checks import is_allowed
 
 _REFERENCE = '''"""{doc}"""
 
@@ -223,7 +223,7 @@ def fused_task_id(model: str, fused: FusedGroup) -> str:
 
 def fused_operator(fused: FusedGroup) -> str:
     """The compute ops in first-call order, as a trace of the reference names them."""
-    ops = list(dict.fromkeys(op for op in fused.ops if op not in ALLOWED_OPS))
+    ops = list(dict.fromkeys(op for op in fused.ops if not is_allowed(op)))
     return f"aten.{ops[0]}" if len(ops) == 1 else "+".join(ops)
 
 

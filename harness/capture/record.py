@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from harness.evaluate.checks import ALLOWED_OPS, COPIES
+from harness.evaluate.checks import COPIES, is_allowed
 
 # Values summarised per input come from at most this many elements: a strided sample of a
 # multi-gigabyte weight describes its range as well as the whole does.
@@ -188,7 +188,7 @@ class CallGroup:
         name = self.op.overloadpacket.__name__
         # copy_ was recorded as its twin, copy. Casts and layout copies take real time (a transposed
         # bf16 -> fp32 copy), so they are tasks, though a kernel may make them with allowed ops.
-        if name not in COPIES and {name, name.rstrip("_"), f"{name}_"} & ALLOWED_OPS:
+        if name not in COPIES and is_allowed(name):
             return "allocation or metadata"
         if not self.inputs:
             return "creates a tensor from no tensor input (an allocation)"

@@ -80,6 +80,14 @@ ALLOWED_OPS = frozenset(
 COPIES = frozenset(["copy", "_to_copy", "clone", "contiguous"])
 
 
+def is_allowed(op: str) -> bool:
+    """Whether an ATen op (by overload-packet name) is allocation, view, copy or metadata.
+
+    The in-place and out-of-place spellings count as one op (`fill` and `fill_`, `squeeze_`),
+    so the sandbox, the reference trace and capture agree on what is compute."""
+    return bool({op, op.rstrip("_"), f"{op}_"} & ALLOWED_OPS)
+
+
 @dataclass(frozen=True)
 class Mismatch:
     reason: str
@@ -180,6 +188,6 @@ def forbidden_ops(ops: list[str]) -> list[str]:
     """The compute ops among those recorded, in first-seen order."""
     seen: dict[str, None] = {}
     for op in ops:
-        if op.rstrip("_") not in ALLOWED_OPS and op not in ALLOWED_OPS:
+        if not is_allowed(op):
             seen.setdefault(op)
     return list(seen)

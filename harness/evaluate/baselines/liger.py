@@ -15,7 +15,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.evaluate.baselines import Baseline, NotApplicable, Sample
-from harness.evaluate.checks import ALLOWED_OPS
+from harness.evaluate.checks import is_allowed
 
 Getter = Callable[[list[Any]], Any]
 _RMS_CHAIN = frozenset({"pow", "mean", "add", "rsqrt", "mul", "div", "sqrt", "reciprocal"})
@@ -35,7 +35,7 @@ class _Trace(TorchDispatchMode):
 def _compute_calls(sample: Sample) -> list[tuple[str, tuple, dict]]:
     with _Trace() as trace:
         sample.model(*sample.inputs)
-    return [c for c in trace.calls if c[0].rstrip("_") not in ALLOWED_OPS and c[0] not in ALLOWED_OPS]
+    return [c for c in trace.calls if not is_allowed(c[0])]
 
 
 def _source(t: torch.Tensor, sample: Sample) -> Getter:

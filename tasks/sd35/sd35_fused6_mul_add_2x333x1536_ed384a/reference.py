@@ -39,11 +39,11 @@ def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
 
 def get_inputs():
     return [
-        draw([2, 1, 1536], torch.bfloat16, low=-0.214844, high=0.238281, mean=-0.000902519, std=0.0650099, stride=[9216, 1536, 1]),
-        draw([2, 333, 1536], torch.bfloat16, low=-0.738281, high=0.726562, mean=-0.00176236, std=0.197909),
-        draw([2, 333, 1536], torch.bfloat16, low=-2.60938, high=2.98438, mean=0.00013656, std=0.577879),
-        draw([2, 1, 1536], torch.bfloat16, low=-0.244141, high=0.275391, mean=0.00120373, std=0.0638442, stride=[9216, 1536, 1]),
-        draw([2, 1, 1536], torch.bfloat16, low=-0.214844, high=0.285156, mean=-0.000357909, std=0.0659044, stride=[9216, 1536, 1]),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.192383, high=0.292969, mean=0.00126554, std=0.0633212, stride=[9216, 1536, 1]),
+        draw([2, 333, 1536], torch.bfloat16, low=-0.726562, high=0.707031, mean=-0.0093935, std=0.198153),
+        draw([2, 333, 1536], torch.bfloat16, low=-2.70312, high=2.67188, mean=0.000227316, std=0.577568),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.235352, high=0.227539, mean=-0.000459733, std=0.0627485, stride=[9216, 1536, 1]),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.229492, high=0.197266, mean=-0.000476321, std=0.0632107, stride=[9216, 1536, 1]),
     ]
 
 

@@ -39,11 +39,11 @@ def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
 
 def get_inputs():
     return [
-        draw([2, 1, 1536], torch.bfloat16, low=-0.220703, high=0.21582, mean=0.00159214, std=0.0643187, stride=[13824, 1536, 1]),
-        draw([2, 4096, 1536], torch.bfloat16, low=-0.777344, high=0.65625, mean=0.0219901, std=0.205352),
-        draw([2, 4096, 1536], torch.bfloat16, low=-3.39062, high=3.67188, mean=0.360681, std=0.840862),
-        draw([2, 1, 1536], torch.bfloat16, low=-0.244141, high=0.275391, mean=0.00120373, std=0.0638442, stride=[9216, 1536, 1]),
-        draw([2, 1, 1536], torch.bfloat16, low=-0.225586, high=0.241211, mean=-0.000202402, std=0.064649, stride=[9216, 1536, 1]),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.21582, high=0.206055, mean=-0.000262954, std=0.0634793, stride=[13824, 1536, 1]),
+        draw([2, 4096, 1536], torch.bfloat16, low=-0.683594, high=0.699219, mean=0.0151227, std=0.19581),
+        draw([2, 4096, 1536], torch.bfloat16, low=-3.46875, high=3.75, mean=0.364826, std=0.838907),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.235352, high=0.227539, mean=-0.000459733, std=0.0627485, stride=[9216, 1536, 1]),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.249023, high=0.249023, mean=-0.000144816, std=0.0641919, stride=[9216, 1536, 1]),
     ]
 
 

@@ -39,11 +39,11 @@ def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
 
 def get_inputs():
     return [
-        draw([2, 1, 1536], torch.bfloat16, low=-0.229492, high=0.206055, mean=-0.00121922, std=0.064498, stride=[9216, 1536, 1]),
-        draw([2, 4096, 1536], torch.bfloat16, low=-0.566406, high=0.867188, mean=0.0133913, std=0.19265),
-        draw([2, 4096, 1536], torch.bfloat16, low=-3.39062, high=3.67188, mean=0.360681, std=0.840862),
-        draw([2, 1536], torch.bfloat16, low=-0.238281, high=0.245117, mean=0.0017524, std=0.064817, stride=[3072, 1]),
-        draw([2, 1, 1536], torch.bfloat16, low=-0.234375, high=0.273438, mean=-0.00198813, std=0.0642108, stride=[3072, 1536, 1]),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.287109, high=0.196289, mean=-0.000836577, std=0.0641215, stride=[9216, 1536, 1]),
+        draw([2, 4096, 1536], torch.bfloat16, low=-0.628906, high=0.695312, mean=-0.00628891, std=0.197752),
+        draw([2, 4096, 1536], torch.bfloat16, low=-3.46875, high=3.75, mean=0.364826, std=0.838907),
+        draw([2, 1536], torch.bfloat16, low=-0.257812, high=0.257812, mean=0.00027483, std=0.0630505, stride=[3072, 1]),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.217773, high=0.232422, mean=-0.00070483, std=0.0643292, stride=[3072, 1536, 1]),
     ]
 
 

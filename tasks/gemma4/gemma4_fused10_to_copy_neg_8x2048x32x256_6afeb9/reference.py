@@ -1,0 +1,52 @@
+"""A fused region of gemma4: _to_copy -> pow -> mean -> add -> pow -> mul -> _to_copy -> mul -> _to_copy -> neg, at its captured shapes ([8, 2048, 32, 512] bfloat16, [512] bfloat16). It returns the region's last result only."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """10 calls gemma4 makes in a row, each reading an earlier one's result."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x0, x1):
+        t0 = torch.ops.aten._to_copy.default(x0, dtype=torch.float32)
+        t1 = torch.ops.aten.pow.Tensor_Scalar(t0, 2)
+        t2 = torch.ops.aten.mean.dim(t1, [-1], True)
+        t3 = torch.ops.aten.add.Tensor(t2, 1e-06)
+        t4 = torch.ops.aten.pow.Tensor_Scalar(t3, -0.5)
+        t5 = torch.ops.aten.mul.Tensor(t0, t4)
+        t6 = torch.ops.aten._to_copy.default(x1, dtype=torch.float32)
+        t7 = torch.ops.aten.mul.Tensor(t5, t6)
+        t8 = torch.ops.aten._to_copy.default(t7, device=x0.device, dtype=torch.bfloat16, layout=torch.strided)
+        t9 = torch.ops.aten.neg.default(torch.ops.aten.as_strided.default(t8, [8, 2048, 32, 256], [33554432, 16384, 512, 1], 256))
+        return t9
+
+
+def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
+    """A tensor of `shape` and `dtype` whose values look like the captured ones: integers uniform in
+    [low, high] (so indices stay in range), booleans true with probability `mean`, floats normal
+    with `mean` and `std` clipped to [low, high] (so inputs that were positive stay positive).
+    With `stride`, the tensor is a strided view of a fresh buffer, laid out as the model's was."""
+    size = list(shape)
+    if stride is not None:
+        size = [1 + sum((n - 1) * s for n, s in zip(shape, stride))] if all(shape) else [0]
+    if dtype == torch.bool:
+        values = torch.rand(size) < mean
+    elif dtype.is_floating_point:
+        values = (torch.randn(size) * std + mean).clamp(low, high).to(dtype)
+    else:
+        values = torch.randint(int(low), int(high) + 1, size, dtype=dtype)
+    return values if stride is None else values.as_strided(shape, stride)
+
+
+def get_inputs():
+    return [
+        draw([8, 2048, 32, 512], torch.bfloat16, low=-7.625, high=7.03125, mean=-0.0019676, std=1.46703),
+        draw([512], torch.bfloat16, low=1, high=1, mean=1, std=0),
+    ]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,53 @@
+"""A fused region of qwen35: _to_copy -> pow -> mean -> add -> rsqrt -> mul -> _to_copy -> add -> mul -> _to_copy -> neg, at its captured shapes ([8, 1, 4, 256] bfloat16, [256] bfloat16). It returns the region's last result only."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """11 calls qwen35 makes in a row, each reading an earlier one's result."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x0, x1):
+        t0 = torch.ops.aten._to_copy.default(x0, dtype=torch.float32)
+        t1 = torch.ops.aten.pow.Tensor_Scalar(t0, 2)
+        t2 = torch.ops.aten.mean.dim(t1, [-1], True)
+        t3 = torch.ops.aten.add.Tensor(t2, 1e-06)
+        t4 = torch.ops.aten.rsqrt.default(t3)
+        t5 = torch.ops.aten.mul.Tensor(t0, t4)
+        t6 = torch.ops.aten._to_copy.default(x1, dtype=torch.float32)
+        t7 = torch.ops.aten.add.Tensor(t6, 1.0)
+        t8 = torch.ops.aten.mul.Tensor(t5, t7)
+        t9 = torch.ops.aten._to_copy.default(t8, device=x0.device, dtype=torch.bfloat16, layout=torch.strided)
+        t10 = torch.ops.aten.neg.default(torch.ops.aten.as_strided.default(t9, [8, 4, 1, 32], [1024, 256, 1024, 1], 32))
+        return t10
+
+
+def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
+    """A tensor of `shape` and `dtype` whose values look like the captured ones: integers uniform in
+    [low, high] (so indices stay in range), booleans true with probability `mean`, floats normal
+    with `mean` and `std` clipped to [low, high] (so inputs that were positive stay positive).
+    With `stride`, the tensor is a strided view of a fresh buffer, laid out as the model's was."""
+    size = list(shape)
+    if stride is not None:
+        size = [1 + sum((n - 1) * s for n, s in zip(shape, stride))] if all(shape) else [0]
+    if dtype == torch.bool:
+        values = torch.rand(size) < mean
+    elif dtype.is_floating_point:
+        values = (torch.randn(size) * std + mean).clamp(low, high).to(dtype)
+    else:
+        values = torch.randint(int(low), int(high) + 1, size, dtype=dtype)
+    return values if stride is None else values.as_strided(shape, stride)
+
+
+def get_inputs():
+    return [
+        draw([8, 1, 4, 256], torch.bfloat16, low=-4.3125, high=4.8125, mean=-0.0190465, std=1.27409),
+        draw([256], torch.bfloat16, low=0, high=0, mean=0, std=0),
+    ]
+
+
+def get_init_inputs():
+    return []

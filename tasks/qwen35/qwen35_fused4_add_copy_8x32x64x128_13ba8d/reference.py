@@ -1,0 +1,48 @@
+"""A fused region of qwen35: add -> copy -> add -> copy, at its captured shapes ([8, 32, 64, 128] float32, [8, 32, 64, 128] float32, [8, 32, 64, 128] float32, [8, 32, 64, 128] float32). It returns the region's last result only."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """4 calls qwen35 makes in a row, each reading an earlier one's result."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x0, x1, x2, x3):
+        t0 = torch.ops.aten.add.Tensor(x0, x1)
+        t1 = torch.ops.aten.copy.default(x2, t0)
+        t2 = torch.ops.aten.add.Tensor(x3, x0)
+        t3 = torch.ops.aten.copy.default(torch.ops.aten.as_strided.default(t1, [8, 32, 64, 128], [8388608, 262144, 1, 64], 8192), t2)
+        return t3
+
+
+def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
+    """A tensor of `shape` and `dtype` whose values look like the captured ones: integers uniform in
+    [low, high] (so indices stay in range), booleans true with probability `mean`, floats normal
+    with `mean` and `std` clipped to [low, high] (so inputs that were positive stay positive).
+    With `stride`, the tensor is a strided view of a fresh buffer, laid out as the model's was."""
+    size = list(shape)
+    if stride is not None:
+        size = [1 + sum((n - 1) * s for n, s in zip(shape, stride))] if all(shape) else [0]
+    if dtype == torch.bool:
+        values = torch.rand(size) < mean
+    elif dtype.is_floating_point:
+        values = (torch.randn(size) * std + mean).clamp(low, high).to(dtype)
+    else:
+        values = torch.randint(int(low), int(high) + 1, size, dtype=dtype)
+    return values if stride is None else values.as_strided(shape, stride)
+
+
+def get_inputs():
+    return [
+        draw([8, 32, 64, 128], torch.float32, low=0, high=0, mean=0, std=0),
+        draw([8, 32, 64, 128], torch.float32, low=-0.00305353, high=0.0032913, mean=8.03502e-09, std=0.000130607),
+        draw([8, 32, 64, 128], torch.float32, low=0, high=0, mean=0, std=0, stride=[8388608, 262144, 1, 64]),
+        draw([8, 32, 64, 128], torch.float32, low=0, high=0, mean=0, std=0),
+    ]
+
+
+def get_init_inputs():
+    return []

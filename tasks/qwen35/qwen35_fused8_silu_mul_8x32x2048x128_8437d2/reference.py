@@ -1,0 +1,49 @@
+"""A fused region of qwen35: silu -> clone -> _to_copy -> mul -> sum -> add -> rsqrt -> mul, at its captured shapes ([8, 8192, 2048] bfloat16). It returns the region's last result only."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """8 calls qwen35 makes in a row, each reading an earlier one's result."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x0):
+        t0 = torch.ops.aten.silu.default(x0)
+        t1 = torch.ops.aten.clone.default(torch.ops.aten.as_strided.default(t0, [8, 2048, 16, 2, 128], [16777216, 1, 262144, 0, 2048], 4194304), memory_format=torch.contiguous_format)
+        t2 = torch.ops.aten._to_copy.default(torch.ops.aten.as_strided.default(t1, [8, 32, 2048, 128], [8388608, 128, 4096, 1], 0), dtype=torch.float32, memory_format=torch.contiguous_format)
+        t3 = torch.ops.aten.mul.Tensor(t2, t2)
+        t4 = torch.ops.aten.sum.dim_IntList(t3, [-1], True)
+        t5 = torch.ops.aten.add.Tensor(t4, 1e-06)
+        t6 = torch.ops.aten.rsqrt.default(t5)
+        t7 = torch.ops.aten.mul.Tensor(t2, t6)
+        return t7
+
+
+def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
+    """A tensor of `shape` and `dtype` whose values look like the captured ones: integers uniform in
+    [low, high] (so indices stay in range), booleans true with probability `mean`, floats normal
+    with `mean` and `std` clipped to [low, high] (so inputs that were positive stay positive).
+    With `stride`, the tensor is a strided view of a fresh buffer, laid out as the model's was."""
+    size = list(shape)
+    if stride is not None:
+        size = [1 + sum((n - 1) * s for n, s in zip(shape, stride))] if all(shape) else [0]
+    if dtype == torch.bool:
+        values = torch.rand(size) < mean
+    elif dtype.is_floating_point:
+        values = (torch.randn(size) * std + mean).clamp(low, high).to(dtype)
+    else:
+        values = torch.randint(int(low), int(high) + 1, size, dtype=dtype)
+    return values if stride is None else values.as_strided(shape, stride)
+
+
+def get_inputs():
+    return [
+        draw([8, 8192, 2048], torch.bfloat16, low=-0.482422, high=0.425781, mean=2.31787e-05, std=0.0507156, stride=[16801792, 2051, 1]),
+    ]
+
+
+def get_init_inputs():
+    return []

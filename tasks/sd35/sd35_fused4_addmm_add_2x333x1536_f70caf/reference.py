@@ -1,0 +1,48 @@
+"""A fused region of sd35: addmm -> add -> mul -> add, at its captured shapes ([3072] bfloat16, [2, 1536] bfloat16, [1536, 3072] bfloat16, [2, 333, 1536] bfloat16). It returns the region's last result only."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """4 calls sd35 makes in a row, each reading an earlier one's result."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x0, x1, x2, x3):
+        t0 = torch.ops.aten.addmm.default(x0, x1, x2)
+        t1 = torch.ops.aten.add.Tensor(torch.ops.aten.as_strided.default(t0, [2, 1536], [3072, 1], 0), 1)
+        t2 = torch.ops.aten.mul.Tensor(x3, torch.ops.aten.as_strided.default(t1, [2, 1, 1536], [1536, 1536, 1], 0))
+        t3 = torch.ops.aten.add.Tensor(t2, torch.ops.aten.as_strided.default(t0, [2, 1, 1536], [3072, 1536, 1], 1536))
+        return t3
+
+
+def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
+    """A tensor of `shape` and `dtype` whose values look like the captured ones: integers uniform in
+    [low, high] (so indices stay in range), booleans true with probability `mean`, floats normal
+    with `mean` and `std` clipped to [low, high] (so inputs that were positive stay positive).
+    With `stride`, the tensor is a strided view of a fresh buffer, laid out as the model's was."""
+    size = list(shape)
+    if stride is not None:
+        size = [1 + sum((n - 1) * s for n, s in zip(shape, stride))] if all(shape) else [0]
+    if dtype == torch.bool:
+        values = torch.rand(size) < mean
+    elif dtype.is_floating_point:
+        values = (torch.randn(size) * std + mean).clamp(low, high).to(dtype)
+    else:
+        values = torch.randint(int(low), int(high) + 1, size, dtype=dtype)
+    return values if stride is None else values.as_strided(shape, stride)
+
+
+def get_inputs():
+    return [
+        draw([3072], torch.bfloat16, low=-0.0255127, high=0.0255127, mean=-0.000256321, std=0.0147113),
+        draw([2, 1536], torch.bfloat16, low=-0.242188, high=0.470703, mean=0.0075444, std=0.1072),
+        draw([1536, 3072], torch.bfloat16, low=-0.0255127, high=0.0255127, mean=7.05122e-06, std=0.0147297, stride=[1, 1536]),
+        draw([2, 333, 1536], torch.bfloat16, low=-4.6875, high=4.65625, mean=2.27731e-06, std=0.999994),
+    ]
+
+
+def get_init_inputs():
+    return []

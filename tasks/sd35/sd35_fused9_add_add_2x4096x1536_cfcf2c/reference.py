@@ -1,0 +1,56 @@
+"""A fused region of sd35: add -> mul -> add -> mul -> add -> native_layer_norm -> add -> mul -> add, at its captured shapes ([2, 4096, 1536] bfloat16, [1536] bfloat16, [2, 1, 1536] bfloat16, [2, 4096, 1536] bfloat16, [2, 1, 1536] bfloat16, [2, 1, 1536] bfloat16, [2, 1, 1536] bfloat16). It returns the region's last result only."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """9 calls sd35 makes in a row, each reading an earlier one's result."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x0, x1, x2, x3, x4, x5, x6):
+        t0 = torch.ops.aten.add.Tensor(x0, x1)
+        t1 = torch.ops.aten.mul.Tensor(x2, t0)
+        t2 = torch.ops.aten.add.Tensor(x3, t1)
+        t3 = torch.ops.aten.mul.Tensor(x4, x0)
+        t4 = torch.ops.aten.add.Tensor(t2, t3)
+        t5 = torch.ops.aten.native_layer_norm.default(t4, [1536], None, None, 1e-06)
+        t6 = torch.ops.aten.add.Tensor(x5, 1)
+        t7 = torch.ops.aten.mul.Tensor(t5[0], t6)
+        t8 = torch.ops.aten.add.Tensor(t7, x6)
+        return t8
+
+
+def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
+    """A tensor of `shape` and `dtype` whose values look like the captured ones: integers uniform in
+    [low, high] (so indices stay in range), booleans true with probability `mean`, floats normal
+    with `mean` and `std` clipped to [low, high] (so inputs that were positive stay positive).
+    With `stride`, the tensor is a strided view of a fresh buffer, laid out as the model's was."""
+    size = list(shape)
+    if stride is not None:
+        size = [1 + sum((n - 1) * s for n, s in zip(shape, stride))] if all(shape) else [0]
+    if dtype == torch.bool:
+        values = torch.rand(size) < mean
+    elif dtype.is_floating_point:
+        values = (torch.randn(size) * std + mean).clamp(low, high).to(dtype)
+    else:
+        values = torch.randint(int(low), int(high) + 1, size, dtype=dtype)
+    return values if stride is None else values.as_strided(shape, stride)
+
+
+def get_inputs():
+    return [
+        draw([2, 4096, 1536], torch.bfloat16, low=-0.664062, high=0.679688, mean=0.0150199, std=0.195655),
+        draw([1536], torch.bfloat16, low=-0.0255127, high=0.0255127, mean=-4.96063e-05, std=0.0146074),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.21582, high=0.206055, mean=-0.000262954, std=0.0634793, stride=[13824, 1536, 1]),
+        draw([2, 4096, 1536], torch.bfloat16, low=-3.46875, high=3.75, mean=0.364826, std=0.838907),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.21582, high=0.206055, mean=-0.000262954, std=0.0634793, stride=[13824, 1536, 1]),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.210938, high=0.212891, mean=0.000423105, std=0.0634173, stride=[13824, 1536, 1]),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.227539, high=0.255859, mean=-0.00125675, std=0.0631466, stride=[13824, 1536, 1]),
+    ]
+
+
+def get_init_inputs():
+    return []

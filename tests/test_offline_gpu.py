@@ -82,8 +82,9 @@ def task_of(reference: str, operator: str = "fused", init=(), platform: str = "t
     )
 
 
-def check_default_candidate(task: PromptTask, family: str, point=None) -> None:
-    """The candidate at the family's default point matches the reference and calls no torch compute."""
+def check_default_candidate(task: PromptTask, family: str, point=None) -> str:
+    """The candidate at the family's default point matches the reference and calls no torch compute;
+    returns the candidate's source."""
     plan = gpu_plan(task)
     assert isinstance(plan, GpuPlan), plan
     assert plan.family.name == family
@@ -103,6 +104,7 @@ def check_default_candidate(task: PromptTask, family: str, point=None) -> None:
         assert not forbidden_ops(recorder.ops), forbidden_ops(recorder.ops)
         mismatch = compare(expected, got)
         assert mismatch is None, f"{mismatch.reason}\n{source}"
+    return source
 
 
 RMSNORM_CHAIN = """
@@ -173,7 +175,7 @@ CAPTURED = {
         "out = torch.ops.aten.native_batch_norm.default(x0, x1, x2, x3, x4, False, 0.1, 1e-05)\nreturn out[0]",
         "draw([2, 6, 5, 5], torch.float16), draw([6], torch.float16), draw([6], torch.float16), "
         "draw([6], torch.float16), draw([6], torch.float16).abs()",
-        "triton_pointwise",
+        "triton_planes",
     ),
     "softmax": (
         "return torch.ops.aten._softmax.default(x0, -1, False)",
@@ -199,6 +201,124 @@ def test_captured_graph_candidate_matches_reference(name):
 def test_short_rows_share_a_program_at_another_point():
     body, inputs, _ = CAPTURED["fused_rmsnorm_chain"]
     check_default_candidate(task_of(captured(body, inputs)), "triton_rows", point=(4, 16384))
+
+
+BATCH_NORM = "t0 = torch.ops.aten.native_batch_norm.default(x0, x1, x2, x3, x4, False, 0.1, 1e-05)"
+
+
+def channels(c: int, dtype: str = "torch.float16") -> str:
+    """Weight, bias, running mean and a positive running variance of `c` channels."""
+    return ", ".join([f"draw([{c}], {dtype})"] * 3 + [f"draw([{c}], {dtype}).abs()"])
+
+
+# Plane kernels: pointwise graphs whose inputs are per-row (constant along the trailing dimensions) or
+# run like the output along them. (body, inputs, point or None for the default)
+PLANES = {
+    "batch_norm_7x7": (f"{BATCH_NORM}\nreturn t0[0]", f"draw([2, 8, 7, 7], torch.float16), {channels(8)}", None),
+    "batch_norm_relu_13x11": (
+        f"{BATCH_NORM}\nreturn torch.ops.aten.relu.default(t0[0])",
+        f"draw([2, 8, 13, 11], torch.float16), {channels(8)}",
+        None,
+    ),
+    "batch_norm_add_relu_7x7": (
+        f"{BATCH_NORM}\nt1 = torch.ops.aten.add.Tensor(t0[0], x5)\nreturn torch.ops.aten.relu.default(t1)",
+        f"draw([2, 8, 7, 7], torch.float16), {channels(8)}, draw([2, 8, 7, 7], torch.float16)",
+        None,
+    ),
+    "batch_norm_without_weight_and_bias": (
+        "t0 = torch.ops.aten.native_batch_norm.default(x0, None, None, x1, x2, False, 0.1, 1e-05)\nreturn t0[0]",
+        "draw([2, 5, 6, 6], torch.float16), draw([5], torch.float16), draw([5], torch.float16).abs()",
+        None,
+    ),
+    "batch_norm_bf16_rows_in_three_column_blocks": (
+        f"{BATCH_NORM}\nreturn t0[0]",
+        f"draw([2, 3, 48, 48], torch.bfloat16), {channels(3, 'torch.bfloat16')}",
+        (1024, 4),
+    ),
+    "conv_bias_channels_last": (
+        "return torch.ops.aten.add.Tensor(x0, x1)",
+        "draw([2, 4, 6, 5], torch.float16, stride=[120, 1, 20, 4]), draw([4, 1, 1], torch.float16)",
+        None,
+    ),
+    # Height and width do not run as one: rows span the last dimension only, the launch finds out.
+    "channel_scale_width_major_input": (
+        "return torch.ops.aten.mul.Tensor(x0, x1)",
+        "draw([2, 4, 6, 5], torch.float32, stride=[120, 30, 1, 6]), draw([4, 1, 1], torch.float32)",
+        None,
+    ),
+    "per_token_scale_then_silu": (
+        "t0 = torch.ops.aten.mul.Tensor(x0, x1)\nreturn torch.ops.aten.silu.default(t0)",
+        "draw([3, 5, 40], torch.bfloat16), draw([3, 5, 1], torch.float32)",
+        None,
+    ),
+}
+
+
+def assert_streams_planes(source: str) -> None:
+    """A plane kernel: only the program id and the row index ([ROWS, 1]) are divided, every per-row
+    input is loaded once a row, and the batch-norm scale (rsqrt) is computed from per-row values only."""
+    assert "LAYOUT = 'planes'" in source
+    kernel = [line.strip() for line in source.split("def fused_kernel(")[1].split("\n\n")[0].splitlines()[1:]]
+    divisions = [line for line in kernel if " % " in line or " // " in line]
+    allowed = re.compile(r"(r = pid // col_blocks|c = pid % col_blocks|i\d+ = rem % s\d+|rem = rem // s\d+)\b")
+    assert divisions and all(allowed.match(line) for line in divisions), divisions
+    assert {line for line in kernel if line.startswith("rem = ") and "//" not in line} <= {"rem = r"}
+    per_row = {line.split(" = ")[0] for line in kernel if "tl.load(" in line and "mask=rmask" in line}
+    assert per_row, kernel
+    for line in kernel:
+        if "tl.rsqrt" in line:
+            used = set(re.findall(r"\bv\d+\b", line.split(" = ", 1)[1]))
+            assert used <= per_row, line
+
+
+@pytest.mark.parametrize("name", sorted(PLANES))
+def test_plane_kernel_streams_rows_and_matches_reference(name):
+    body, inputs, point = PLANES[name]
+    assert_streams_planes(check_default_candidate(task_of(captured(body, inputs)), "triton_planes", point))
+
+
+RESNET50_BATCH_NORMS = {
+    "resnet50_native_batch_norm_32x256x56x56_e9008c": ([32, 256, 56, 56], [2, 8, 7, 7]),
+    "resnet50_fused3_native_batch_norm_relu_32x256x56x56_67bb08": ([32, 256, 56, 56], [2, 8, 9, 11]),
+    "resnet50_fused2_native_batch_norm_relu_32x64x112x112_90c7c7": ([32, 64, 112, 112], [2, 3, 50, 46]),
+}
+
+
+def resnet50_task(task_id: str, shape: list[int]) -> PromptTask:
+    """The task's own reference with its inputs drawn at `shape` (N, C, H, W) instead of the captured one."""
+    captured_shape, _ = RESNET50_BATCH_NORMS[task_id]
+    source = (TASKS / "resnet50" / task_id / "reference.py").read_text()
+    source = source.replace(str(captured_shape), str(shape)).replace(f"[{captured_shape[1]}]", f"[{shape[1]}]")
+    return task_of(source)
+
+
+@pytest.mark.parametrize("task_id", sorted(RESNET50_BATCH_NORMS))
+def test_resnet50_batch_norm_tasks_get_plane_kernels_that_match_at_small_shapes(task_id):
+    _, small = RESNET50_BATCH_NORMS[task_id]
+    assert_streams_planes(check_default_candidate(resnet50_task(task_id, small), "triton_planes"))
+
+
+@pytest.mark.parametrize(
+    "task_id, planes, grid",
+    [
+        # Planes of 3136 in two column blocks and of 12544 in seven: 16 elements a thread, > 100 programs an SM.
+        ("resnet50_native_batch_norm_32x256x56x56_e9008c", [8192, 3136], 16384),
+        ("resnet50_fused3_native_batch_norm_relu_32x256x56x56_67bb08", [8192, 3136], 16384),
+        ("resnet50_fused2_native_batch_norm_relu_32x64x112x112_90c7c7", [2048, 12544], 14336),
+    ],
+)
+def test_resnet50_batch_norm_default_launch_at_captured_shapes(task_id, planes, grid):
+    task = load_task_dir(TASKS / "resnet50" / task_id)
+    code = extract_code(answer(build_messages(task, TRITON, "new", [])[1]["content"]))
+    assert code.startswith('# approach: offline triton_planes {"block": 2048, "num_warps": 4}'), code[:200]
+    assert_streams_planes(code)
+    candidate = load(code, f"plan_{task_id}")
+    launched = []
+    candidate.launch = lambda *tensors: launched.append(tensors)
+    candidate.ModelNew()(*[torch.empty(shape, device="meta") for shape in task.shapes])
+    launch_grid, args, sizes = candidate._plan(launched[0])
+    assert (launch_grid, args[:2], sizes) == ((grid,), planes, {"BLOCK": 2048, "ROWS": 1, "DIMS": 2})
+    assert candidate.NUM_WARPS == 4
 
 
 HANDWRITTEN = {

@@ -1,5 +1,8 @@
 """Lowers a graph of aten calls to the body of one Triton kernel: pointwise ops, reductions over the
-last dimension, and the norms and softmaxes written in terms of them.
+last dimension, and the norms and softmaxes written in terms of them. A pointwise graph whose inputs
+are either laid out like its output over the trailing dimensions or constant along them (per-channel
+vectors beside an N, C, H, W tensor) becomes a plane kernel: rows over the leading dimensions, the
+per-row values computed once a row, and a contiguous run of columns per row.
 
 Every value is computed in fp32 registers (bool for masks) and rounded to its 16-bit dtype where
 eager PyTorch would round it, so the kernel matches the reference the way eager does.
@@ -76,15 +79,16 @@ def _number(value) -> str:
 @dataclass
 class Val:
     var: str
-    per_row: bool  # last dimension of size 1: one value per row, broadcast along it
+    per_row: bool  # constant along the body's columns: one value per row, broadcast along them
 
 
 @dataclass
 class Body:
     """The kernel body for one graph: what it loads, the lines that compute, and what it stores."""
 
-    kind: str  # pointwise | rows
+    kind: str  # pointwise | rows | planes
     shape: list[int]
+    col_dims: int = 0  # trailing dimensions a row spans: 0 flat (pointwise), 1 for rows, up to rank - 1 for planes
     inputs: list[Ref] = field(default_factory=list)  # host values the kernel reads, in argument order
     per_row_inputs: list[bool] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
@@ -121,8 +125,10 @@ class Lowering:
         return Val(var, per_row)
 
     def per_row(self, meta) -> bool:
-        shape = _shape_of(meta)
-        return self.body.kind == "rows" and (not shape or shape[-1] == 1) and self.body.shape[-1] != 1
+        shape, k = _shape_of(meta), self.body.col_dims
+        if not k or math.prod(self.body.shape[-k:]) == 1:
+            return False
+        return all(n == 1 for n in ([1] * k + shape)[-k:])
 
     def operand(self, value) -> Val | str | None:
         if value is None or not isinstance(value, Ref):
@@ -303,11 +309,12 @@ class Lowering:
         if training:
             raise Unsupported(f"{node.aten} in training mode computes batch statistics; I write inference only")
         rank = len(_shape_of(self.graph.value(x_ref)))
-        channels = [self.channel_view(r, rank) for r in (weight, bias, mean, var)]
-        w, b, m, v = (self.code(self.operand(c)) if c is not None else None for c in channels)
-        y = f"({self.code(self.operand(x_ref))} - {m}) * tl.rsqrt({v} + {eps!r})"
-        y = y if w is None else f"{y} * {w}"
-        return self.fresh(y if b is None else f"{y} + {b}", False, dtype)
+        w, b, m, v = (self.operand(self.channel_view(r, rank)) for r in (weight, bias, mean, var))
+        # One scale per channel: a plane kernel computes it once a row, not once an element.
+        inv = f"tl.rsqrt({v.var} + {eps!r})"
+        scale = self.fresh(inv if w is None else f"{inv} * {w.var}", v.per_row)
+        y = f"({self.code(self.operand(x_ref))} - {m.var}) * {scale.var}"
+        return self.fresh(y if b is None else f"{y} + {b.var}", False, dtype)
 
     def channel_view(self, ref, rank: int) -> Ref | None:
         """A per-channel vector as a [C, 1, ...] view, so it broadcasts along dim 1 of an N, C, ... input."""
@@ -341,13 +348,35 @@ def lower(graph: Graph) -> Body:
     full = max(spans if reduces else shapes, key=lambda s: math.prod(s) if s else 1)
     if reduces and full and full[-1] > 32768:
         raise Unsupported(f"rows of {full[-1]} elements do not fit in registers; my row kernels stop at 32768")
-    body = Body("rows" if reduces else "pointwise", full)
+    body = _lowered(graph, Body("rows", full, col_dims=1) if reduces else Body("pointwise", full), shapes)
+    planes = 0 if reduces else plane_dims(full, [_shape_of(graph.value(r)) for r in body.inputs])
+    return _lowered(graph, Body("planes", full, col_dims=planes), shapes) if planes else body
+
+
+def _lowered(graph: Graph, body: Body, shapes: list[list[int]]) -> Body:
     lowering = Lowering(graph, body)
-    for node in kernel:
+    for node in graph.kernel_nodes():
         lowering.lower(node)
+    full = body.shape
     for ref, shape in zip(graph.outputs, shapes):
-        per_row = reduces and shape == [*full[:-1], 1] and shape != full
+        per_row = body.kind == "rows" and shape == [*full[:-1], 1] and shape != full
         if shape != full and not per_row:
             raise Unsupported(f"forward returns tensors of shapes {shapes}; my kernels write one shape")
         body.outputs.append((lowering.values[(ref.name, ref.index)].var, graph.value(ref).dtype, per_row))
     return body
+
+
+def plane_dims(shape: list[int], inputs: list[list[int]]) -> int:
+    """How many trailing dimensions a plane kernel's rows span: the most along which every input either
+    runs as the output does or is constant, when some input is constant along them but not across the
+    rows (a per-channel vector beside N, C, H, W tensors); 0 when no split saves per-element work."""
+    for k in range(len(shape) - 1, 0, -1):
+        tail = shape[-k:]
+        if math.prod(tail) == 1:
+            return 0
+        ends = [([1] * k + s)[-k:] for s in inputs]
+        per_row = [all(n == 1 for n in end) for end in ends]
+        fits = all(constant or end == tail for constant, end in zip(per_row, ends))
+        if fits and any(constant and math.prod(s) > 1 for constant, s in zip(per_row, inputs)):
+            return k
+    return 0

@@ -16,7 +16,8 @@ _INDEX_LIMIT = 2**31 - 1
 
 
 def _rank(body: Body) -> int:
-    return max(1, len(body.shape) - 1) if body.kind == "rows" else max(1, len(body.shape))
+    """Dimensions the kernel's flat or row index runs over: a row kernel keeps at least one for columns."""
+    return max(1, len(body.shape) - (body.kind != "pointwise"))
 
 
 def _needs_int64(body: Body, graph: Graph) -> bool:
@@ -30,8 +31,9 @@ def _extent(meta: torch.Tensor) -> int:
 
 
 def _offsets(index: str, rank: int, body: Body) -> list[str]:
-    """Each input's element offset from a flat index, one static branch per count of dimensions left
-    after coalescing (DIMS), so a contiguous launch does no division at all."""
+    """Each input's element offset from a flat or row index, one static branch per count of dimensions
+    left after coalescing (DIMS), so a contiguous launch does no division at all; a row kernel adds the
+    column times the input's stride along its row (none for a per-row input)."""
     lines = []
     for dims in range(1, rank + 1):
         branch = [f"rem = {index}"] if dims > 1 else []
@@ -39,33 +41,43 @@ def _offsets(index: str, rank: int, body: Body) -> list[str]:
             branch += [f"i{d} = rem % s{d}", f"rem = rem // s{d}"]
         branch.append(f"i0 = {'rem' if dims > 1 else index}")
         for k in range(len(body.inputs)):
-            along = "" if body.kind != "rows" or body.per_row_inputs[k] else f" + c * cst{k}"
+            along = "" if body.kind == "pointwise" or body.per_row_inputs[k] else f" + c * cst{k}"
             branch.append(f"off{k} = " + " + ".join(f"i{d} * st{k}_{d}" for d in range(dims)) + along)
         keyword = "if" if dims == 1 else "elif" if dims < rank else "else"
         lines += [f"{keyword} DIMS == {dims}:" if keyword != "else" else "else:", *(f"    {x}" for x in branch)]
     return lines
 
 
+def _tile(body: Body, pid: str) -> list[str]:
+    """Which elements a program computes: BLOCK of the flat index, ROWS whole rows, or (planes) a
+    [ROWS, BLOCK] tile: one block of columns of ROWS rows, so the index needs no per-element division."""
+    if body.kind == "pointwise":
+        return [f"offs = {pid} * BLOCK + tl.arange(0, BLOCK)", "mask = offs < n"]
+    if body.kind == "rows":
+        head, first_row, first_col = [], f"{pid} * ROWS", ""
+    else:
+        head = [f"pid = {pid}", "col_blocks = tl.cdiv(cols, BLOCK)"]
+        first_row, first_col = "pid // col_blocks * ROWS", "pid % col_blocks * BLOCK + "
+    return [
+        *head,
+        f"r = {first_row} + tl.arange(0, ROWS)[:, None]",
+        f"c = {first_col}tl.arange(0, BLOCK)[None, :]",
+        "rmask = r < n_rows",
+        "mask = rmask & (c < cols)",
+    ]
+
+
 def kernel_source(body: Body, graph: Graph) -> str:
-    """The @triton.jit kernel computing `body`: a flat grid for pointwise, ROWS rows per program otherwise."""
+    """The @triton.jit kernel computing `body`: a flat grid for pointwise, ROWS rows of a [ROWS, BLOCK] tile
+    per program otherwise (all of each row for rows, a block of its columns for planes)."""
     rank, inputs, outputs = _rank(body), range(len(body.inputs)), range(len(body.outputs))
-    rows = body.kind == "rows"
+    rows = body.kind != "pointwise"
     params = [f"in{k}" for k in inputs] + [f"out{j}" for j in outputs]
     params += ["n_rows", "cols"] if rows else ["n"]
     params += [f"s{d}" for d in range(rank)] + [f"st{k}_{d}" for k in inputs for d in range(rank)]
     params += [f"cst{k}" for k in inputs] if rows else []
     pid = "tl.program_id(0).to(tl.int64)" if _needs_int64(body, graph) else "tl.program_id(0)"
-    if rows:
-        lines = [
-            f"r = {pid} * ROWS + tl.arange(0, ROWS)[:, None]",
-            "c = tl.arange(0, BLOCK)[None, :]",
-            "rmask = r < n_rows",
-            "mask = rmask & (c < cols)",
-            *_offsets("r", rank, body),
-        ]
-    else:
-        lines = [f"offs = {pid} * BLOCK + tl.arange(0, BLOCK)", "mask = offs < n", *_offsets("offs", rank, body)]
-    lines += body.lines
+    lines = [*_tile(body, pid), *_offsets("r" if rows else "offs", rank, body), *body.lines]
     for j, (var, _, per_row) in enumerate(body.outputs):
         where, mask = ("r", "rmask") if per_row else ("r * cols + c", "mask") if rows else ("offs", "mask")
         lines.append(f"tl.store(out{j} + {where}, {var}.to(out{j}.dtype.element_ty), mask={mask})")
@@ -107,7 +119,9 @@ def host_lines(graph: Graph, needed: list[Ref]) -> list[str]:
 
 
 def render_fused(body: Body, graph: Graph, values: dict, model: str) -> str:
-    """The candidate module for a pointwise or row kernel at one point of its family's space."""
+    """The candidate module for a pointwise, row or plane kernel at one point of its family's space. A plane
+    kernel's tile is BLOCK elements; its launch splits them between rows and columns once it knows the
+    columns' length (the trailing dimensions that run contiguously in every input)."""
     rows = body.kind == "rows"
     cols = body.shape[-1] if body.shape else 1
     block = triton_next_power_of_2(cols) if rows else values["block"]
@@ -119,7 +133,8 @@ def render_fused(body: Body, graph: Graph, values: dict, model: str) -> str:
     return Template(text).substitute(
         shape=list(body.shape),
         outputs="[" + ", ".join(f"({dtype}, {per_row})" for _, dtype, per_row in body.outputs) + "]",
-        row_kernel=rows,
+        layout=repr(body.kind),
+        col_dims=body.col_dims,
         rank=_rank(body),
         block=block,
         rows=tile_rows,

@@ -130,6 +130,11 @@ def test_calls_overlap_through_a_real_http_provider_and_rounds_are_kept(evaluato
     assert answers.most_at_once >= 2  # the server held several requests at the same time
     assert sorted(n.id for n in nodes) == list(range(6)) and not outcome.tree.unlanded()
     assert outcome.best is not None and outcome.best.correct
+    # The three first calls left together from an empty tree; each was told its place among them,
+    # so the offline model wrote three different kernels, not one kernel three times.
+    first = sorted(nodes, key=lambda n: n.id)[:3]
+    assert [n.extra["sibling"] for n in first] == [0, 1, 2]
+    assert len({n.source.splitlines()[0] for n in first}) == 3
     # The exact chat each call sent is the stored one and is rebuilt from the tree alone.
     sent = Counter(chat_key(r["body"]["messages"]) for r in server.requests)
     assert sent == Counter(chat_key(stored(tmp_path, n.prompt_id)) for n in nodes)

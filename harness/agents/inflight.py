@@ -54,12 +54,18 @@ class InFlight:
         self._send(record, stored_messages(self.ctx, record.prompt_id))
         return True
 
-    def send(self, parent: Node | None, action: str, messages: list[dict[str, str]]) -> Dispatch:
-        """Journal and send a call whose prompt was built from the tree as it stands now."""
+    def siblings(self, parent: Node | None) -> int:
+        """Calls in flight that expand the same parent (None: new kernels)."""
+        return self.parents().count(parent.id if parent else None)
+
+    def send(self, parent: Node | None, action: str, messages: list[dict[str, str]], sibling: int = 0) -> Dispatch:
+        """Journal and send a call whose prompt was built from the tree as it stands now, with
+        `sibling` calls for the same parent already in flight."""
         tree = self.ctx.tree
         node_id = tree.next_id()
         prompt_id = record_prompt(self.ctx, node_id, messages)
-        record = tree.dispatch(Dispatch(node_id, parent.id if parent else None, action, prompt_id, len(tree)))
+        parent_id = parent.id if parent else None
+        record = tree.dispatch(Dispatch(node_id, parent_id, action, prompt_id, len(tree), sibling))
         self._send(record, messages)
         return record
 
@@ -92,7 +98,7 @@ class InFlight:
             completion,
             failure,
             max(started, self._mark),
-            extra={"seen": record.seen},
+            extra={"seen": record.seen, "sibling": record.sibling},
         )
         self._mark = time.monotonic()
         return node

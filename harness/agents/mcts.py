@@ -18,7 +18,7 @@ from harness.agents.base import AgentContext, AgentOutcome, attempts_among
 from harness.agents.inflight import InFlight
 from harness.agents.lineage import fit, lineage
 from harness.agents.tree import Node, SearchTree
-from harness.prompts import build_messages
+from harness.prompts import build_messages, sibling_section
 
 
 @dataclass
@@ -39,15 +39,21 @@ class MCTS:
                     if not flight.resend():
                         parent = self.select(ctx.tree, flight.parents())
                         action = "new" if parent is None else ("refine" if parent.correct else "repair")
-                        flight.send(parent, action, self.messages(ctx, ctx.tree.nodes, parent, action))
+                        sibling = flight.siblings(parent)
+                        messages = self.messages(ctx, ctx.tree.nodes, parent, action, sibling)
+                        flight.send(parent, action, messages, sibling)
                 if not len(flight):
                     break
                 flight.land_next()
         return AgentOutcome(ctx.tree.best(), ctx.budget.exhausted(ctx.tree), ctx.tree)
 
-    def messages(self, ctx: AgentContext, view: list[Node], parent: Node | None, action: str) -> list[dict[str, str]]:
-        """The prompt for expanding `parent` from the landed nodes `view`: a pure function of them,
-        so `rebuild_messages` gives back the exact chat the model saw."""
+    def messages(
+        self, ctx: AgentContext, view: list[Node], parent: Node | None, action: str, sibling: int = 0
+    ) -> list[dict[str, str]]:
+        """The prompt for expanding `parent` from the landed nodes `view` with `sibling` calls for
+        the same parent in flight: a pure function of them, so `rebuild_messages` gives back the
+        exact chat the model saw."""
+        note = sibling_section(sibling)
         build = lambda attempts, context: build_messages(
             ctx.task,
             ctx.platform,
@@ -55,7 +61,7 @@ class MCTS:
             attempts,
             parent_source=parent.source if parent else None,
             parent_result=parent.outcome() if parent else "",
-            context=context,
+            context=context + note,
         )
         context = lineage(view, parent, self.context_recent)
         return fit(build, attempts_among(view), context, self.context_tokens)
@@ -64,7 +70,7 @@ class MCTS:
         """The chat `node`'s model call was sent, rebuilt from the tree alone."""
         view = ctx.tree.nodes[: node.extra["seen"]]
         parent = next((n for n in view if n.id == node.parent_id), None)
-        return self.messages(ctx, view, parent, node.action)
+        return self.messages(ctx, view, parent, node.action, node.extra.get("sibling", 0))
 
     def _stats(
         self, tree: SearchTree, in_flight: Sequence[int | None]

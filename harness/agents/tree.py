@@ -62,6 +62,7 @@ class Dispatch:
     action: str
     prompt_id: str
     seen: int  # how many landed nodes (in landing order) the prompt was built from
+    sibling: int = 0  # calls already in flight for the same parent when this one was sent
 
 
 def _read_lines(path: Path) -> list[dict]:

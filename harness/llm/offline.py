@@ -279,26 +279,33 @@ def parse_attempts(prompt: str) -> tuple[list[Attempt], Attempt | None]:
 
 
 def next_point(
-    family: Family, attempts: list[Attempt], parent: Attempt | None, refining: bool
+    family: Family, attempts: list[Attempt], parent: Attempt | None, refining: bool, skip: int = 0
 ) -> tuple[Point | None, str]:
     """The point to try next and why: the default first; when refining, an untried neighbour of the
-    fastest point seen (else of the parent); otherwise, and once those run out, the space in order."""
+    fastest point seen (else of the parent); otherwise, and once those run out, the space in order.
+    `skip` passes over that many of those choices: they are being written by requests in flight."""
     mine = [a for a in attempts if a.family == family.name]
     tried = {a.point for a in mine}
-    if not tried:
-        return family.default, "the default point of my template"
     timed = [a for a in mine if a.speedup is not None]
     best = max(timed, key=lambda a: a.speedup) if timed else None
     anchor = best or (parent if parent and parent.family == family.name else None)
+    choices: dict[Point, str] = {}
+    if not tried:
+        choices[family.default] = "the default point of my template"
     if refining and anchor:
         basis = f"the fastest point so far ({best.speedup:g}x vs eager)" if best else "the version to improve"
         for point in family.neighbours(anchor.point):
-            if point not in tried:
-                return point, f"an untried neighbour of {basis}"
+            choices.setdefault(point, f"an untried neighbour of {basis}")
     for point in family.points():
-        if point not in tried:
-            return point, "the next untried point of my template"
+        choices.setdefault(point, "the next untried point of my template")
+    untried = [(point, why) for point, why in choices.items() if point not in tried]
+    if untried:
+        point, why = untried[min(skip, len(untried) - 1)]
+        return point, why + (f" (request {skip + 1} of those in flight)" if skip else "")
     return None, f"{best.speedup:g}x vs eager" if best else "none was correct"
+
+
+_REQUEST = re.compile(r"^This is request number (\d+) for this same version", re.MULTILINE)
 
 
 def _default_eps(task: PromptTask) -> float:
@@ -362,7 +369,9 @@ def answer(prompt: str) -> str:
         return plan
     family = plan.family if plan else family_for(task)
     attempts, parent = parse_attempts(prompt)
-    point, why = next_point(family, attempts, parent, refining=_PARENT_HEADING in prompt)
+    request = _REQUEST.search(prompt)
+    skip = int(request.group(1)) - 1 if request else 0
+    point, why = next_point(family, attempts, parent, refining=_PARENT_HEADING in prompt, skip=skip)
     if point is None:
         return (
             f"Every one of the {len(family.points())} points of my {family.name} template has been tried "

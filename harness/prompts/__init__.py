@@ -78,6 +78,12 @@ def advice_section(advice: str) -> str:
     return f"\n## The analyst's recommendations for this version\n{advice.strip()}\n" if advice.strip() else ""
 
 
+def sibling_section(sibling: int) -> str:
+    """For a call sent while `sibling` others from the same search state are being answered: its
+    place among them, so a model can make it differ (they cannot see each other's answers)."""
+    return _template("sibling").substitute(number=sibling + 1, others=sibling) if sibling else ""
+
+
 def build_messages(
     task: Task,
     platform: Platform,

@@ -39,8 +39,11 @@ PASSED_ENV = (
 # Beside its own folders and the Python code its zygote loaded, a confined worker reads only the
 # system's programs, libraries and settings: not the user's home, nor the folder the harness runs in.
 SYSTEM_READS = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys")
-# Device files are opened for writing too (/dev/null, /dev/shm, the GPU's /dev/nvidia*).
-SYSTEM_WRITES = ("/dev",)
+# Device files are opened for writing too (/dev/null, /dev/shm, the GPU's /dev/nvidia*). The CUDA
+# driver's cuInit fails (error 304) unless the process may write beneath /proc (its own /proc/<pid>
+# entries; measured on the H200 with benchmarks/landlock_gpu_probe.py). Other processes' entries
+# stay out of reach: Landlock refuses ptrace-mode access outside the worker's domain.
+SYSTEM_WRITES = ("/dev", "/proc")
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,9 @@ import resource
 import signal
 import site
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from harness.evaluate import confine
 
@@ -25,10 +27,16 @@ NOBODY = 65534
 
 def _code_roots() -> list[str]:
     """Where the Python code a worker may run lives: the interpreter's prefixes, the site folders,
-    and the folder of every top-level package the zygote imported (harness/ of an editable
-    install). Not the folders on sys.path themselves: one is the folder the harness runs in."""
+    the folders on sys.path (packages put on PYTHONPATH, imported later), and the folder of every
+    top-level package the zygote imported (harness/ of an editable install). Not the project's
+    folder nor the one the harness runs in, nor anything beneath them: either may hold a .env."""
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, site.getusersitepackages()}
     roots.update(site.getsitepackages())
+    private = {Path(__file__).resolve().parents[2], Path.cwd().resolve()}
+    for entry in sys.path:
+        folder = Path(entry or ".").resolve()
+        if folder.is_dir() and not private & {folder, *folder.parents}:
+            roots.add(str(folder))
     for name, module in list(sys.modules.items()):
         if "." in name:
             continue
@@ -51,6 +59,7 @@ def _become_worker(job: dict, code_roots: list[str]) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (job["memory_bytes"], job["memory_bytes"]))
     os.environ.clear()
     os.environ.update(job["env"])
+    tempfile.tempdir = None  # the zygote's preloads fixed it at /tmp; the worker's TMPDIR is its own
     if job.get("drop_privileges") and os.getuid() == 0:
         # As nobody the candidate cannot read root's processes (/proc/<pid>/environ) or files.
         os.setgroups([])

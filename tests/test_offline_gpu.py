@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 # The interpreter must be chosen before any kernel is decorated.
 os.environ["TRITON_INTERPRET"] = "1"
@@ -22,7 +23,7 @@ from harness.llm.offline import FAMILIES, PromptTask, answer, gpu_plan, render
 from harness.llm.offline_gpu import GpuPlan
 from harness.platforms.base import Platform
 from harness.prompts import build_messages
-from harness.tasks import load_reference_module, load_task_dir
+from harness.tasks import load_reference_module, load_task_dir, select
 
 TRITON = Platform("triton", "cuda", "Triton")
 TASKS = Path(__file__).resolve().parents[1] / "tasks"
@@ -177,6 +178,21 @@ CAPTURED = {
         "draw([6], torch.float16), draw([6], torch.float16).abs()",
         "triton_planes",
     ),
+    "residual_rmsnorm_cast_to_the_input_device": (  # qwen35's fused norm: the cast names x0.device
+        "t0 = torch.ops.aten.add.Tensor(x0, x1)\n"
+        "t1 = torch.ops.aten._to_copy.default(t0, dtype=torch.float32)\n"
+        "t2 = torch.ops.aten.pow.Tensor_Scalar(t1, 2)\n"
+        "t3 = torch.ops.aten.mean.dim(t2, [-1], True)\n"
+        "t4 = torch.ops.aten.add.Tensor(t3, 1e-06)\n"
+        "t5 = torch.ops.aten.rsqrt.default(t4)\n"
+        "t6 = torch.ops.aten.mul.Tensor(t1, t5)\n"
+        "t7 = torch.ops.aten._to_copy.default(x2, dtype=torch.float32)\n"
+        "t8 = torch.ops.aten.add.Tensor(t7, 1.0)\n"
+        "t9 = torch.ops.aten.mul.Tensor(t6, t8)\n"
+        "return torch.ops.aten._to_copy.default(t9, device=x0.device, dtype=torch.bfloat16, layout=torch.strided)",
+        "draw([3, 5, 64], torch.bfloat16), draw([3, 5, 64], torch.bfloat16), draw([64], torch.bfloat16)",
+        "triton_rows",
+    ),
     "softmax": (
         "return torch.ops.aten._softmax.default(x0, -1, False)",
         "draw([3, 7, 100], torch.float16)",
@@ -290,6 +306,15 @@ def resnet50_task(task_id: str, shape: list[int]) -> PromptTask:
     source = (TASKS / "resnet50" / task_id / "reference.py").read_text()
     source = source.replace(str(captured_shape), str(shape)).replace(f"[{captured_shape[1]}]", f"[{shape[1]}]")
     return task_of(source)
+
+
+def test_every_task_of_the_gpu_offline_suite_gets_a_kernel():
+    """The suite is the offline model's GPU yardstick: a task it declines there is a recapture that
+    changed how a reference is written (as `device=x0.device` did)."""
+    suite = yaml.safe_load((Path(__file__).resolve().parents[1] / "conf/suite/gpu-offline.yaml").read_text())
+    for task in select(suite["tasks"]):
+        reply = answer(build_messages(task, TRITON, "new", [])[1]["content"])
+        assert extract_code(reply), f"{task.id}: {reply[:300]}"
 
 
 @pytest.mark.parametrize("task_id", sorted(RESNET50_BATCH_NORMS))

@@ -132,6 +132,9 @@ class _Reader:
             return float(ast.literal_eval(node.args[0]))
         if isinstance(node, ast.Call) and ast.unparse(node.func) == "torch.device":
             return torch.device("meta")
+        if isinstance(node, ast.Attribute) and node.attr == "device" and isinstance(node.value, ast.Name):
+            self.literal(node.value)  # an argument's or an earlier result's device: where the kernel runs
+            return torch.device("meta")
         try:
             return ast.literal_eval(node)
         except ValueError as exc:

@@ -33,9 +33,9 @@ def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
 
 def get_inputs():
     return [
-        draw([1536], torch.bfloat16, low=-0.0255127, high=0.0255127, mean=-1.34721e-05, std=0.0148536),
-        draw([666, 1536], torch.bfloat16, low=-5.4375, high=4.75, mean=-0.00049762, std=1.00329),
-        draw([1536, 1536], torch.bfloat16, low=-0.0255127, high=0.0255127, mean=1.1663e-07, std=0.0147351, stride=[1, 1536]),
+        draw([1536], torch.bfloat16, low=-0.0255127, high=0.0255127, mean=-0.000364296, std=0.014802),
+        draw([666, 1536], torch.bfloat16, low=-5.3125, high=4.78125, mean=-0.000292479, std=1.00461),
+        draw([1536, 1536], torch.bfloat16, low=-0.0255127, high=0.0255127, mean=2.86795e-06, std=0.0147274, stride=[1, 1536]),
     ]
 
 

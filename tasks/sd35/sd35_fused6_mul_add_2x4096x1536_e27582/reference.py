@@ -39,11 +39,11 @@ def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
 
 def get_inputs():
     return [
-        draw([2, 1, 1536], torch.bfloat16, low=-0.21582, high=0.206055, mean=-0.000262954, std=0.0634793, stride=[13824, 1536, 1]),
-        draw([2, 4096, 1536], torch.bfloat16, low=-0.683594, high=0.699219, mean=0.0151227, std=0.19581),
-        draw([2, 4096, 1536], torch.bfloat16, low=-3.46875, high=3.75, mean=0.364826, std=0.838907),
-        draw([2, 1, 1536], torch.bfloat16, low=-0.210938, high=0.212891, mean=0.000423105, std=0.0634173, stride=[13824, 1536, 1]),
-        draw([2, 1, 1536], torch.bfloat16, low=-0.227539, high=0.255859, mean=-0.00125675, std=0.0631466, stride=[13824, 1536, 1]),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.227539, high=0.213867, mean=0.000557782, std=0.0672296, stride=[13824, 1536, 1]),
+        draw([2, 4096, 1536], torch.bfloat16, low=-0.878906, high=0.675781, mean=-0.00371385, std=0.211073),
+        draw([2, 4096, 1536], torch.bfloat16, low=-3.5625, high=3.98438, mean=0.366575, std=0.841519),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.273438, high=0.226562, mean=0.00158239, std=0.0690085, stride=[13824, 1536, 1]),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.238281, high=0.226562, mean=0.00206352, std=0.0662869, stride=[13824, 1536, 1]),
     ]
 
 

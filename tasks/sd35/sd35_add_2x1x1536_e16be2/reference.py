@@ -1,17 +1,17 @@
-"""aten.addmm from sd35 at its captured shapes: [13824] bfloat16, [2, 1536] bfloat16, [1536, 13824] bfloat16."""
+"""aten.add from sd35 at its captured shapes: [2, 1, 1536] bfloat16."""
 
 import torch
 import torch.nn as nn
 
 
 class Model(nn.Module):
-    """aten.addmm.default exactly as sd35 calls it (520 calls with these arguments)."""
+    """aten.add.Tensor exactly as sd35 calls it (2720 calls with these arguments)."""
 
     def __init__(self):
         super().__init__()
 
-    def forward(self, x0, x1, x2):
-        return torch.ops.aten.addmm.default(x0, x1, x2)
+    def forward(self, x0):
+        return torch.ops.aten.add.Tensor(x0, 1)
 
 
 def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
@@ -33,9 +33,7 @@ def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
 
 def get_inputs():
     return [
-        draw([13824], torch.bfloat16, low=-0.0255127, high=0.0255127, mean=5.57704e-05, std=0.0147875),
-        draw([2, 1536], torch.bfloat16, low=-0.242188, high=0.470703, mean=0.0075444, std=0.1072),
-        draw([1536, 13824], torch.bfloat16, low=-0.0255127, high=0.0255127, mean=2.49247e-06, std=0.0147306, stride=[1, 1536]),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.239258, high=0.308594, mean=0.000176865, std=0.0679141, stride=[9216, 1536, 1]),
     ]
 
 

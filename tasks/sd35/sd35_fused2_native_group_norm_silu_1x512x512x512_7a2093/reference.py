@@ -1,17 +1,19 @@
-"""aten.clone from sd35 at its captured shapes: [2, 333, 1536] bfloat16."""
+"""A fused region of sd35: native_group_norm -> silu, at its captured shapes ([1, 512, 512, 512] bfloat16, [512] bfloat16, [512] bfloat16). It returns the region's last result only."""
 
 import torch
 import torch.nn as nn
 
 
 class Model(nn.Module):
-    """aten.clone.default exactly as sd35 calls it (920 calls with these arguments)."""
+    """2 calls sd35 makes in a row, each reading an earlier one's result."""
 
     def __init__(self):
         super().__init__()
 
-    def forward(self, x0):
-        return torch.ops.aten.clone.default(x0, memory_format=torch.contiguous_format)
+    def forward(self, x0, x1, x2):
+        t0 = torch.ops.aten.native_group_norm.default(x0, x1, x2, 1, 512, 262144, 32, 1e-06)
+        t1 = torch.ops.aten.silu.default(t0[0])
+        return t1
 
 
 def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
@@ -33,7 +35,9 @@ def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
 
 def get_inputs():
     return [
-        draw([2, 333, 1536], torch.bfloat16, low=-1.41406, high=1.34375, mean=-0.0124673, std=0.345113, stride=[6802944, 1536, 1]),
+        draw([1, 512, 512, 512], torch.bfloat16, low=-2.67188, high=2.32812, mean=0.00196993, std=0.444981),
+        draw([512], torch.bfloat16, low=1, high=1, mean=1, std=0),
+        draw([512], torch.bfloat16, low=0, high=0, mean=0, std=0),
     ]
 
 

@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,23 @@ def test_confined_workers_read_packages_on_pythonpath_but_not_the_project_or_the
     for private in (project, project / "docs", run_folder, run_folder / "sub"):
         assert str(private) not in roots, private
     assert str(project / "harness") in roots  # the package itself, as an editable install has it
+
+
+def test_a_worker_makes_its_temporary_files_in_its_own_folder(tmp_path, monkeypatch):
+    """The zygote's preloads (Triton, torch) fix tempfile's folder at /tmp before any fork; a
+    confined worker may not write there, so each worker must use its own TMPDIR."""
+    from harness.evaluate import zygote
+
+    tmp, answer = tmp_path / "tmp", tmp_path / "answer"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", "/tmp")  # as a preload leaves it
+    job = {"workdir": str(tmp_path), "log_path": str(tmp_path / "log"), "env": {"TMPDIR": str(tmp)}}
+    pid = os.fork()
+    if pid == 0:  # the worker
+        try:
+            zygote._become_worker(job, [])
+            answer.write_text(tempfile.mkdtemp())
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert Path(answer.read_text()).parent == tmp

@@ -17,5 +17,6 @@ for model in $models; do
   done
   python3 benchmarks/capture_stability.py "tasks/$model/manifest.yaml" "$second/$model/manifest.yaml" \
     > "$log/stability-$model.json" 2>&1
+  cp "$second/$model/manifest.yaml" "$log/manifest-$model-2.yaml"  # per-group times of the second pass
   tar czf "$log/tasks-$model.tgz" "tasks/$model"
 done

@@ -322,3 +322,22 @@ def test_an_epilogue_holds_one_matmul():
     x, w1, w2 = torch.randn(4, 8), torch.randn(8, 8), torch.randn(8, 8)
     fused, _ = _fused(lambda x: (x.sin() + x @ w1) * (x @ w2), x)
     assert not [f.ops for f in fused if sum(op in ("mm", "addmm") for op in f.ops) > 1]
+
+
+def test_a_write_into_another_slice_of_a_written_buffer_reads_no_memory_the_reference_lacks():
+    # qwen35's state update: two slices of one cache written one after the other. The second
+    # slice shares the first write's storage but lies outside it; a reference rebuilt from the
+    # first write's result alone would view memory past its end.
+    x, y = torch.randn(4, 16), torch.randn(4, 16)
+    cache = torch.zeros(2, 4, 16)
+
+    def update(x, y):
+        cache[0].copy_(x + y)
+        return cache[1].copy_(y + x)
+
+    fused, expected = _fused(update, x, y)
+    # Each write is its own region, and the two are alike: one fused group of two calls.
+    (group,) = fused
+    assert group.ops == ["add", "copy"] and len(group.externals) == 3
+    got = _run_reference(fused_reference_source("m", group), [x, y, torch.empty(4, 16)])
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)  # y + x == x + y

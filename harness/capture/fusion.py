@@ -116,6 +116,21 @@ def _identity(t: torch.Tensor) -> tuple:
     return (_storage(t), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
 
 
+def _within(t: torch.Tensor, produced: tuple) -> bool:
+    """Whether every element `t` views lies in the span of the tensor with identity `produced`."""
+    _, offset, shape, stride, dtype = produced
+    return (
+        t.dtype == dtype
+        and offset <= t.storage_offset()
+        and _end(t.storage_offset(), t.shape, t.stride()) <= _end(offset, shape, stride)
+    )
+
+
+def _end(offset: int, shape, stride) -> int:
+    """One past the last element a view of `shape` and `stride` at `offset` reaches."""
+    return offset + 1 + sum((n - 1) * s for n, s in zip(shape, stride)) if all(shape) else offset
+
+
 def _address(t: torch.Tensor) -> int | None:
     """The storage a tensor lives in; None for an empty one, which holds no data to pass on."""
     return _storage(t) if t.numel() else None
@@ -186,7 +201,9 @@ class FusionTracker:
 
     def _wire(self, region: _Region, region_id: int, t: torch.Tensor, address, group: CallGroup, position: int):
         owner = self._owner.get(address) if address is not None else None
-        if owner is not None and owner[0] == region_id:
+        # A view reaching past what the member produced (another slice of a cache it wrote into)
+        # reads memory the region did not make: to the reference it is an input.
+        if owner is not None and owner[0] == region_id and _within(t, owner[3]):
             _, seq, slot, produced = owner
             same = _identity(t) == produced
             return Internal(seq, slot, None if same else (tuple(t.shape), tuple(t.stride()), t.storage_offset()))

@@ -71,23 +71,29 @@ def _tasks_validate(args: argparse.Namespace) -> int:
 
         if not torch.cuda.is_available():
             raise ForgeBenchError("tasks validate --run cuda: this machine has no CUDA device; use --run cpu.")
-    problems = 0
+    problems = skipped = 0
     for target in targets:
         try:
             task = load_task_dir(target) if target.is_dir() else load_kernelbench_file(target)
             signature(task)
             if args.run:
-                _run_reference(task, args.run)
+                missing = _run_reference(task, args.run)
+                if missing:
+                    skipped += 1
+                    print(f"skipped: task '{task.id}' calls {missing}, which has no {args.run} kernel in this torch.")
         except ForgeBenchError as exc:
             problems += 1
             print(f"error: {exc}")
-    ran = f" (each reference run once on {args.run})" if args.run else ""
-    print(f"{len(targets) - problems} of {len(targets)} tasks valid{ran}")
+    ran = f" (each reference run once on {args.run}" + (f"; {skipped} not runnable there)" if skipped else ")")
+    print(f"{len(targets) - problems} of {len(targets)} tasks valid{ran if args.run else ''}")
     return 1 if problems else 0
 
 
-def _run_reference(task, device: str) -> None:
-    """Build the reference and its inputs on `device` and run one forward, at the recorded shapes."""
+def _run_reference(task, device: str) -> str | None:
+    """Build the reference and its inputs on `device` and run one forward, at the recorded shapes.
+    Returns the op, when one has no kernel for the device (a cuDNN attention on the CPU)."""
+    import re
+
     import torch
 
     from harness.tasks import load_reference_module
@@ -101,6 +107,13 @@ def _run_reference(task, device: str) -> None:
             module.Model(*module.get_init_inputs())(*inputs)
             if device.startswith("cuda"):
                 torch.cuda.synchronize()
+    except NotImplementedError as exc:
+        missing = re.match(r"Could not run '([\w:.]+)' with arguments from the '\w+' backend", str(exc))
+        if missing:
+            return missing.group(1)
+        raise ForgeBenchError(f"task '{task.id}': its reference fails on {device}: {str(exc).splitlines()[0]}") from exc
+    except ForgeBenchError:
+        raise
     except Exception as exc:  # a reference is user code: any failure is a finding about the task
         line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ForgeBenchError(f"task '{task.id}': its reference fails on {device}: {line}") from exc

@@ -124,6 +124,19 @@ def test_tasks_validate_runs_each_reference_on_request(captured):
         assert "has no CUDA device; use --run cpu" in run.stderr
 
 
+def test_a_reference_whose_op_has_no_cpu_kernel_is_skipped_by_name_not_failed():
+    attention = (
+        Path(__file__).resolve().parents[1] / "tasks/gemma4/gemma4_scaled_dot_product_cudnn_attention_8x32x1x256_acdb54"
+    )
+    if torch.cuda.is_available():
+        pytest.skip("the op has a kernel here")
+    run = forgebench("tasks", "validate", "--run", "cpu", str(attention))
+    assert run.returncode == 0, run.stdout
+    assert "calls aten::_scaled_dot_product_cudnn_attention, which has no cpu kernel" in run.stdout
+    assert "1 of 1 tasks valid (each reference run once on cpu; 1 not runnable there)" in run.stdout
+    assert "Could not run" not in run.stdout  # torch's page-long message stays out
+
+
 def test_recapture_replaces_the_previous_tasks(captured, tmp_path, capsys):
     shutil.copytree(captured, tmp_path, dirs_exist_ok=True)
     before = {t.id for t in discover(tmp_path)}

@@ -142,21 +142,21 @@ def test_a_harness_run_by_a_normal_user_leaks_no_credential(tmp_path, landlock):
 
 def test_confined_workers_read_packages_on_pythonpath_but_not_the_project_or_the_run_folder(tmp_path, monkeypatch):
     """Packages carried on PYTHONPATH (jinja2 for torch.compile on the GPU box) must be readable
-    by a confined worker; the project and the folder the harness runs in, where a .env may lie,
-    must not be, nor anything beneath them except the harness package itself."""
+    by a confined worker; the project, the folder the harness runs in and the home folder, where a
+    .env may lie, must not be, nor anything beneath or above them (PYTHONPATH=$HOME, or /)."""
     from harness.evaluate import zygote
 
     project = Path(zygote.__file__).resolve().parents[2]
-    carried, run_folder = tmp_path / "site", tmp_path / "run"
-    carried.mkdir()
-    (run_folder / "sub").mkdir(parents=True)
+    carried, run_folder, home = tmp_path / "site", tmp_path / "run", tmp_path / "home"
+    for folder in (carried, run_folder / "sub", home / "lib"):
+        folder.mkdir(parents=True)
     monkeypatch.chdir(run_folder)
-    monkeypatch.setattr(
-        sys, "path", [str(carried), "", str(run_folder / "sub"), str(project), str(project / "docs"), *sys.path]
-    )
+    monkeypatch.setenv("HOME", str(home))
+    entries = [run_folder / "sub", project, project / "docs", project.parent, home, home / "lib", Path("/")]
+    monkeypatch.setattr(sys, "path", [str(carried), "", *map(str, entries), *sys.path])
     roots = zygote._code_roots()
     assert str(carried) in roots
-    for private in (project, project / "docs", run_folder, run_folder / "sub"):
+    for private in (run_folder, *entries):
         assert str(private) not in roots, private
     assert str(project / "harness") in roots  # the package itself, as an editable install has it
 

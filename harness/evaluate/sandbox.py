@@ -41,8 +41,11 @@ PASSED_ENV = (
 SYSTEM_READS = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys")
 # Device files are opened for writing too (/dev/null, /dev/shm, the GPU's /dev/nvidia*). The CUDA
 # driver's cuInit fails (error 304) unless the process may write beneath /proc (its own /proc/<pid>
-# entries; measured on the H200 with benchmarks/landlock_gpu_probe.py). Other processes' entries
-# stay out of reach: Landlock refuses ptrace-mode access outside the worker's domain.
+# entries; measured on the H200 with benchmarks/landlock_gpu_probe.py). Other processes' mem,
+# environ and fd stay out of reach (Landlock refuses ptrace-mode access outside the worker's
+# domain); their oom_score_adj and the like are guarded by file permissions only, and /proc/sys by
+# root. So as root the workers must drop to nobody (platform.drop_privileges, on by default): a
+# candidate kept as root could write /proc/sys and /dev, which no sandbox here contains.
 SYSTEM_WRITES = ("/dev", "/proc")
 
 
@@ -98,7 +101,8 @@ def check_reachable_by_worker(folder: Path) -> None:
             raise ForgeBenchError(
                 f"the unprivileged worker (user nobody) cannot enter {parent} "
                 f"(mode {parent.stat().st_mode & 0o777:o}), "
-                f"which holds {folder}; run from a folder others may enter, or set platform.drop_privileges=false."
+                f"which holds {folder}; run from a folder others may enter "
+                "(platform.drop_privileges=false would run candidates as root, uncontained)."
             )
 
 

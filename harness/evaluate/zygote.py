@@ -28,14 +28,16 @@ NOBODY = 65534
 def _code_roots() -> list[str]:
     """Where the Python code a worker may run lives: the interpreter's prefixes, the site folders,
     the folders on sys.path (packages put on PYTHONPATH, imported later), and the folder of every
-    top-level package the zygote imported (harness/ of an editable install). Not the project's
-    folder nor the one the harness runs in, nor anything beneath them: either may hold a .env."""
+    top-level package the zygote imported (harness/ of an editable install). Of sys.path, not the
+    project's folder, the one the harness runs in or the home folder, nor any folder beneath or
+    above them: each may hold a .env."""
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, site.getusersitepackages()}
     roots.update(site.getsitepackages())
-    private = {Path(__file__).resolve().parents[2], Path.cwd().resolve()}
+    private = [Path(__file__).resolve().parents[2], Path.cwd().resolve(), Path.home().resolve()]
     for entry in sys.path:
         folder = Path(entry or ".").resolve()
-        if folder.is_dir() and not private & {folder, *folder.parents}:
+        # Neither inside nor above them: PYTHONPATH=$HOME (or /) would open the .env beneath.
+        if folder.is_dir() and not any(folder.is_relative_to(p) or p.is_relative_to(folder) for p in private):
             roots.add(str(folder))
     for name, module in list(sys.modules.items()):
         if "." in name:

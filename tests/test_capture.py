@@ -354,3 +354,21 @@ def test_a_write_into_another_slice_of_a_written_buffer_reads_no_memory_the_refe
     assert group.ops == ["add", "copy"] and len(group.externals) == 3
     got = _run_reference(fused_reference_source("m", group), [x, y, torch.empty(4, 16)])
     torch.testing.assert_close(got, expected, rtol=0, atol=0)  # y + x == x + y
+
+
+def test_a_strided_write_does_not_cover_the_gaps_in_its_span():
+    # Column 0 of a [4, 2, 16] cache, then column 1: inside the first write's span, not in it.
+    x, y = torch.randn(4, 16), torch.randn(4, 16)
+    cache = torch.zeros(4, 2, 16)
+
+    def update(x, y):
+        cache[:, 0].copy_(x + y)
+        return cache[:3, 1].copy_(y[:3] * 2.0)
+
+    fused, _ = _fused(update, x, y)
+    for group in fused:
+        source = fused_reference_source("m", group)
+        assert "as_strided" not in source.split("def draw")[0], source  # no member views the other write
+        namespace: dict = {}
+        exec(compile(source, "<fused reference>", "exec"), namespace)
+        _run_reference(source, namespace["get_inputs"]())  # its own inputs, laid out as captured

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from pathlib import Path
@@ -92,8 +93,6 @@ def _tasks_validate(args: argparse.Namespace) -> int:
 def _run_reference(task, device: str) -> str | None:
     """Build the reference and its inputs on `device` and run one forward, at the recorded shapes.
     Returns the op, when one has no kernel for the device (a cuDNN attention on the CPU)."""
-    import re
-
     import torch
 
     from harness.tasks import load_reference_module
@@ -111,15 +110,18 @@ def _run_reference(task, device: str) -> str | None:
         missing = re.match(r"Could not run '([\w:.]+)' with arguments from the '\w+' backend", str(exc))
         if missing:
             return missing.group(1)
-        raise ForgeBenchError(f"task '{task.id}': its reference fails on {device}: {str(exc).splitlines()[0]}") from exc
+        raise ForgeBenchError(f"task '{task.id}': its reference fails on {device}: {_first_line(exc)}") from exc
     except ForgeBenchError:
         raise
     except Exception as exc:  # a reference is user code: any failure is a finding about the task
-        line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ForgeBenchError(f"task '{task.id}': its reference fails on {device}: {line}") from exc
+        raise ForgeBenchError(f"task '{task.id}': its reference fails on {device}: {_first_line(exc)}") from exc
     finally:
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def _capture(args: argparse.Namespace) -> int:

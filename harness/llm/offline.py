@@ -23,6 +23,7 @@ from harness.llm import offline_gpu
 from harness.llm.base import Completion
 from harness.llm.offline_family import Family, Point
 from harness.llm.offline_gpu import GPU_FAMILIES, GpuPlan
+from harness.prompts import sibling_number
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates" / "cpu"
 
@@ -305,9 +306,6 @@ def next_point(
     return None, f"{best.speedup:g}x vs eager" if best else "none was correct"
 
 
-_REQUEST = re.compile(r"^This is request number (\d+) for this same version", re.MULTILINE)
-
-
 def _default_eps(task: PromptTask) -> float:
     """The eps default of ModelNew's constructor: the reference's own, else torch's 1e-5."""
     match = re.search(r"eps\s*(?::\s*float)?\s*=\s*([0-9.eE+-]+)", task.reference)
@@ -369,8 +367,7 @@ def answer(prompt: str) -> str:
         return plan
     family = plan.family if plan else family_for(task)
     attempts, parent = parse_attempts(prompt)
-    request = _REQUEST.search(prompt)
-    skip = int(request.group(1)) - 1 if request else 0
+    skip = sibling_number(prompt) - 1
     point, why = next_point(family, attempts, parent, refining=_PARENT_HEADING in prompt, skip=skip)
     if point is None:
         return (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from string import Template
 
@@ -82,6 +83,17 @@ def sibling_section(sibling: int) -> str:
     """For a call sent while `sibling` others from the same search state are being answered: its
     place among them, so a model can make it differ (they cannot see each other's answers)."""
     return _template("sibling").substitute(number=sibling + 1, others=sibling) if sibling else ""
+
+
+def sibling_number(prompt: str) -> int:
+    """The place `sibling_section` gave a call among those sent together (1 when it gave none),
+    read back with the template's own wording, so rewording sibling.md cannot break the reading."""
+    words = re.escape(_template("sibling").template.strip())
+    first, *rest = words.replace(re.escape("$others"), r"\d+").split(re.escape("$number"))
+    groups = [r"(?P<number>\d+)"] + [r"(?P=number)"] * (len(rest) - 1)  # a name may be defined once
+    words = first + "".join(group + part for group, part in zip(groups, rest))
+    found = re.search(words, prompt)
+    return int(found.group("number")) if found else 1
 
 
 def build_messages(

@@ -71,11 +71,12 @@ def main(out: str) -> None:
         tops = [f"/{top}" for top in sorted(os.listdir("/")) if os.path.isdir(f"/{top}") and f"/{top}" not in writes]
         for path in tops:
             report["write_per_top_folder"][path] = probe(reads, [*writes, path])
-        # One level further down in the folders that were enough on their own.
+        # One level further down in the folders that were enough on their own; /proc/self by name,
+        # which the child's restrict() opens as its own pid folder.
         for path in [p for p, r in report["write_per_top_folder"].items() if r.get("cuInit") == 0]:
-            for child in sorted(os.listdir(path))[:80]:
-                if not child.isdigit():  # not another process's /proc entry
-                    report["write_beneath"][f"{path}/{child}"] = probe(reads, [*writes, f"{path}/{child}"])
+            entries = [c for c in sorted(os.listdir(path)) if not c.isdigit()]  # not other processes'
+            for child in entries[:80]:
+                report["write_beneath"][f"{path}/{child}"] = probe(reads, [*writes, f"{path}/{child}"])
         report["worker_rules_torch"] = probe(reads, writes, torch_too=True)
     Path(out).write_text(json.dumps(report, indent=1))
     print(json.dumps(report, indent=1))

@@ -6,11 +6,13 @@ set -u
 log=${1:?log folder}; second=${2:?second capture folder}; shift 2
 models=${*:-resnet50 sd35 qwen35 gemma4}
 budget=${BUDGET_MS:-30}
+processes=${PROCESSES:-3}  # each group's time is its median over this many processes
 for model in $models; do
   for pass in 1 2; do
     out=tasks; [ "$pass" = 2 ] && out=$second
     start=$(date +%s)
     python3 -m harness.cli capture --model "$model" --device cuda --out "$out" --budget-ms "$budget" \
+      --timing-processes "$processes" \
       > "$log/capture-$model-$pass.log" 2>&1
     echo "$model pass $pass: rc=$? $(( $(date +%s) - start )) s" >> "$log/capture.txt"
     tail -1 "$log/capture-$model-$pass.log" >> "$log/capture.txt"

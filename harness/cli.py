@@ -145,10 +145,13 @@ def _capture(args: argparse.Namespace) -> int:
     command = " ".join(
         ["forgebench capture", f"--model {args.model}", f"--device {device.type}", f"--out {out}"]
         + [f"--coverage {args.coverage}", f"--min-share {args.min_share}", f"--budget-ms {args.budget_ms}"]
+        + [f"--timing-processes {args.timing_processes}"]
         + [f"--{k} {v}" for k, v in (("name", args.name), ("dtype", args.dtype)) if v]
         + [f"--override {o}" for o in args.override]
     )
-    settings = ReplaySettings(budget_ms=args.budget_ms, warmup_ms=args.budget_ms / 5)
+    if args.timing_processes < 1:
+        raise ForgeBenchError(f"--timing-processes {args.timing_processes}: give 1 or more processes.")
+    settings = ReplaySettings(budget_ms=args.budget_ms, warmup_ms=args.budget_ms / 5, processes=args.timing_processes)
     result, manifest = capture(workload, device, out, args.min_share, args.coverage, settings, command, progress=print)
     print(
         f"{len(result.tasks)} tasks and {len(result.fused_tasks)} fused tasks from {result.calls} calls "
@@ -211,6 +214,12 @@ def parser() -> argparse.ArgumentParser:
         "--min-share", type=float, default=0.001, help="least share of the model's time for a task (fused or not)"
     )
     cap.add_argument("--budget-ms", type=float, default=100.0, help="time spent timing each call group")
+    cap.add_argument(
+        "--timing-processes",
+        type=int,
+        default=1,
+        help="time every group in this many processes and keep the median (libraries pick algorithms per process)",
+    )
     cap.add_argument("--dtype", default=None, help="override the dtype (default: the entry's, per device)")
     cap.add_argument("--name", default=None, help="source name for module:factory (default: the module's name)")
     cap.add_argument(

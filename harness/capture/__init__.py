@@ -17,7 +17,7 @@ from harness.capture.emit import write_fused_task, write_task
 from harness.capture.fusion import EPILOGUES, NORM_CHAINS, FusionTracker
 from harness.capture.manifest import CaptureResult, manifest, previous_task_ids, write_manifest
 from harness.capture.record import CallRecorder
-from harness.capture.replay import ReplaySettings, time_groups, time_workload
+from harness.capture.replay import ReplaySettings, time_groups_in_processes, time_workload
 from harness.capture.sources import Workload
 from harness.errors import ForgeBenchError
 
@@ -42,7 +42,7 @@ def record_and_time(
                 group.time_ms = costs.estimated_ms(group)
             model_ms = None
         else:
-            time_groups(groups, device, settings, progress)
+            time_groups_in_processes(groups, device, settings, progress)
             model_ms = time_workload(workload.run, device, settings)
     return CaptureResult(workload.name, device, groups, recorder.calls, fused=fused, model_time_ms=model_ms)
 
@@ -100,6 +100,7 @@ def capture(
     folder.mkdir(parents=True, exist_ok=True)
     emit(result, folder, min_share, coverage)
     timing = {"budget_ms": settings.budget_ms, "warmup_ms": settings.warmup_ms, "input_sets": settings.input_sets}
+    timing["processes"] = settings.processes
     timing["cudnn_benchmark"] = torch.backends.cudnn.benchmark
     path = write_manifest(folder, manifest(result, command, workload.settings, (min_share, coverage), timing))
     return result, path

@@ -107,6 +107,7 @@ def manifest(
                 "time_share": round(result.share(g), 6),
                 "call_count": g.count,
                 "time_ms": round(g.time_ms, 6),
+                **({"times_ms": [round(t, 6) for t in g.times_ms]} if len(g.times_ms) > 1 else {}),
                 "output_shapes": [list(o.shape) for o in costs.returned_outputs(g)],
             }
             for task_id, g in sorted(result.tasks.items(), key=lambda kv: -result.share(kv[1]))

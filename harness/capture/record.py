@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -158,6 +158,7 @@ class CallGroup:
     count: int = 1
     time_ms: float | None = None
     untimed: str = ""  # why replaying the call failed, when it did
+    times_ms: list[float] = field(default_factory=list)  # one per timing process, when several
 
     @property
     def name(self) -> str:

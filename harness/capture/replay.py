@@ -3,6 +3,12 @@ dtypes and strides, through the project's one timing module."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import pickle
+import statistics
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -10,6 +16,7 @@ import torch
 
 from harness.capture.inputs import draw
 from harness.capture.record import CallGroup, TensorSpec, ValueRange
+from harness.errors import ForgeBenchError
 from harness.evaluate import timing
 
 
@@ -18,6 +25,10 @@ class ReplaySettings:
     budget_ms: float = 100.0  # timed calls per group fill this much time
     warmup_ms: float = 20.0
     input_sets: int = 2  # distinct random input sets the timed calls rotate through
+    # Processes each group is timed in (this one and fresh ones); its time is their median.
+    # cuDNN and cuBLAS choose algorithms per process: one GEMM replayed at 13, 19 and 112 us in
+    # three processes on the H200, and two convs moved 23% between captures.
+    processes: int = 1
 
 
 def _buffer(spec: TensorSpec, values: ValueRange) -> torch.Tensor:
@@ -63,6 +74,55 @@ def time_groups(
         finally:
             if device.type == "cuda":
                 torch.cuda.empty_cache()
+
+
+def time_groups_in_processes(
+    groups: list[CallGroup], device: torch.device, settings: ReplaySettings, progress: Callable[[str], None]
+) -> None:
+    """time_groups here, then in `settings.processes - 1` fresh processes; each group keeps the
+    median of its times (`times_ms` holds them all, this process's first)."""
+    time_groups(groups, device, settings, progress)
+    runs = [[g.time_ms for g in groups]]
+    if settings.processes > 1:
+        payload = pickle.dumps((str(device), settings, [_portable(g) for g in groups]))
+    for number in range(2, settings.processes + 1):
+        progress(f"timing every group again in a fresh process ({number}/{settings.processes})")
+        done = subprocess.run(
+            [sys.executable, "-c", "from harness.capture.replay import child_main; child_main()"],
+            input=payload,
+            stdout=subprocess.PIPE,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise ForgeBenchError(
+                f"capture: timing in a fresh process failed (exit {done.returncode}; its output is above); "
+                "rerun, or pass --timing-processes 1."
+            )
+        runs.append(json.loads(done.stdout))
+    for i, group in enumerate(groups):
+        group.times_ms = [run[i] for run in runs if run[i] is not None]
+        group.time_ms = statistics.median(group.times_ms) if group.times_ms else None
+        group.untimed = "" if group.times_ms else group.untimed
+
+
+def _portable(group: CallGroup) -> tuple:
+    """A group as another process can unpickle it: its op by name (op objects do not pickle)."""
+    op = group.op
+    return (op.namespace, op.overloadpacket.__name__, op._overloadname), dataclasses.replace(group, op=None)
+
+
+def child_main() -> None:
+    """In a fresh process: time the groups pickled on stdin, print their times (JSON) on stdout."""
+    device, settings, portable = pickle.loads(sys.stdin.buffer.read())
+    groups = []
+    for (namespace, packet, overload), group in portable:
+        group.op = getattr(getattr(getattr(torch.ops, namespace), packet), overload)
+        group.time_ms, group.untimed = None, ""
+        groups.append(group)
+    torch.backends.cudnn.benchmark = True  # as in the capture's own process
+    with torch.no_grad():
+        time_groups(groups, torch.device(device), settings, lambda message: print(message, file=sys.stderr))
+    print(json.dumps([g.time_ms for g in groups]))
 
 
 def time_workload(run: Callable[[], object], device: torch.device, settings: ReplaySettings) -> float:

@@ -17,7 +17,6 @@ the task says.
 from __future__ import annotations
 
 import hashlib
-import math
 from dataclasses import dataclass, field
 
 import torch
@@ -121,16 +120,12 @@ def _within(t: torch.Tensor, produced: tuple) -> bool:
     """Whether every element `t` views is one the tensor with identity `produced` holds. Only a
     dense result (no gaps between its elements) covers its span; a strided one covers itself."""
     _, offset, shape, stride, dtype = produced
+    made = TensorSpec(shape, dtype, stride)
     if t.dtype != dtype:
         return False
-    if _end(offset, shape, stride) - offset != math.prod(shape):
+    if made.span != made.numel:
         return _identity(t) == produced
-    return offset <= t.storage_offset() and _end(t.storage_offset(), t.shape, t.stride()) <= _end(offset, shape, stride)
-
-
-def _end(offset: int, shape, stride) -> int:
-    """One past the last element a view of `shape` and `stride` at `offset` reaches."""
-    return offset + 1 + sum((n - 1) * s for n, s in zip(shape, stride)) if all(shape) else offset
+    return offset <= t.storage_offset() and t.storage_offset() + TensorSpec.of(t).span <= offset + made.span
 
 
 def _address(t: torch.Tensor) -> int | None:

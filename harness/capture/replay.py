@@ -85,20 +85,20 @@ def time_groups_in_processes(
     runs = [[g.time_ms for g in groups]]
     if settings.processes > 1:
         payload = pickle.dumps((str(device), settings, [_portable(g) for g in groups]))
-    for number in range(2, settings.processes + 1):
-        progress(f"timing every group again in a fresh process ({number}/{settings.processes})")
-        done = subprocess.run(
-            [sys.executable, "-c", "from harness.capture.replay import child_main; child_main()"],
-            input=payload,
-            stdout=subprocess.PIPE,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise ForgeBenchError(
-                f"capture: timing in a fresh process failed (exit {done.returncode}; its output is above); "
-                "rerun, or pass --timing-processes 1."
+        for number in range(2, settings.processes + 1):
+            progress(f"timing every group again in a fresh process ({number}/{settings.processes})")
+            done = subprocess.run(
+                [sys.executable, "-c", "from harness.capture.replay import child_main; child_main()"],
+                input=payload,
+                stdout=subprocess.PIPE,
+                check=False,
             )
-        runs.append(json.loads(done.stdout))
+            if done.returncode != 0:
+                raise ForgeBenchError(
+                    f"capture: timing in a fresh process failed (exit {done.returncode}; its output is above); "
+                    "rerun, or pass --timing-processes 1."
+                )
+            runs.append(json.loads(done.stdout))
     for i, group in enumerate(groups):
         group.times_ms = [run[i] for run in runs if run[i] is not None]
         group.time_ms = statistics.median(group.times_ms) if group.times_ms else None

@@ -13,7 +13,7 @@ import yaml
 
 from harness.capture import costs
 from harness.capture.emit import fused_operator, fused_reference_source, reference_source
-from harness.capture.fusion import EPILOGUES, NORM_CHAINS, FusionTracker
+from harness.capture.fusion import EPILOGUES, NORM_CHAINS, FusionTracker, StorageNumbers
 from harness.capture.record import CallRecorder
 from harness.cli import main
 from harness.evaluate.checks import COPIES, is_allowed
@@ -389,3 +389,25 @@ def test_each_group_is_timed_in_several_processes_and_keeps_the_median(tmp_path)
     )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "--timing-processes 0: give 1 or more processes." in bad.stderr
+
+
+def test_a_storage_made_where_a_freed_one_was_is_a_new_storage():
+    # By address, a tensor made after another was freed would pass for it: a second input read
+    # as the first one again, or a region's result. SD3.5's residual block came out wired both
+    # ways in two captures, depending on where the allocator put things.
+    numbers = StorageNumbers()
+    first = torch.randn(64)
+    number, address = numbers(first), first.untyped_storage()._cdata
+    view_is_the_storage = numbers(first[8:]) == number  # not in an assert, which would keep the view alive
+    del first
+    assert view_is_the_storage
+    for _ in range(1000):
+        later = torch.randn(64)
+        if later.untyped_storage()._cdata == address:
+            break
+        del later
+    else:
+        pytest.skip("the allocator never reused the freed storage's address")
+    assert numbers(later) != number
+    assert numbers(later) == numbers(later)
+    assert numbers(torch.empty(0)) is None  # holds nothing to pass on

@@ -17,6 +17,7 @@ the task says.
 from __future__ import annotations
 
 import hashlib
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -106,31 +107,46 @@ class _Region:
     externals: dict[tuple, tuple[TensorSpec, ValueRange]] = field(default_factory=dict)  # identity -> spec, values
 
 
-def _storage(t: torch.Tensor) -> int:
-    """The storage's own address (its StorageImpl): meta tensors have no data pointer, but they
-    have storages, so dataflow is followed the same way on every device."""
-    return t.untyped_storage()._cdata
+class StorageNumbers:
+    """A number for each storage the model makes, never reused while the model runs. A storage's
+    address (its StorageImpl; meta tensors have no data pointer, but they have storages) is reused
+    as soon as the storage is freed, so by address a tensor made later would pass for an earlier
+    one: a new input for the same input read twice, or for a region's own result. How often that
+    happened depended on the allocator, and one SD3.5 region came out wired two ways in two
+    captures."""
+
+    def __init__(self) -> None:
+        self._live: dict[int, tuple[weakref.ref, int]] = {}  # address -> (its storage, its number)
+        self._count = 0
+
+    def __call__(self, t: torch.Tensor) -> int | None:
+        """The number of t's storage; None for an empty tensor, which holds no data to pass on."""
+        if not t.numel():
+            return None
+        storage = t.untyped_storage()  # the same object for as long as the storage lives
+        address = storage._cdata
+        known = self._live.get(address)
+        if known is None or known[0]() is not storage:
+            self._count += 1
+            known = self._live[address] = (weakref.ref(storage), self._count)
+        return known[1]
 
 
-def _identity(t: torch.Tensor) -> tuple:
-    return (_storage(t), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+def _identity(t: torch.Tensor, number: int | None) -> tuple:
+    return (number, t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
 
 
-def _within(t: torch.Tensor, produced: tuple) -> bool:
-    """Whether every element `t` views is one the tensor with identity `produced` holds. Only a
-    dense result (no gaps between its elements) covers its span; a strided one covers itself."""
+def _within(t: torch.Tensor, number: int | None, produced: tuple) -> bool:
+    """Whether every element `t` (in storage `number`) views is one the tensor with identity
+    `produced` holds. Only a dense result (no gaps between its elements) covers its span; a strided
+    one covers itself."""
     _, offset, shape, stride, dtype = produced
     made = TensorSpec(shape, dtype, stride)
     if t.dtype != dtype:
         return False
     if made.span != made.numel:
-        return _identity(t) == produced
+        return _identity(t, number) == produced
     return offset <= t.storage_offset() and t.storage_offset() + TensorSpec.of(t).span <= offset + made.span
-
-
-def _address(t: torch.Tensor) -> int | None:
-    """The storage a tensor lives in; None for an empty one, which holds no data to pass on."""
-    return _storage(t) if t.numel() else None
 
 
 class FusionTracker:
@@ -140,9 +156,10 @@ class FusionTracker:
         self._kind_of = kind_of  # CallGroup -> category (costs.category, passed in to avoid a cycle)
         self._rule = rule
         self._open: dict[int, _Region] = {}
-        # storage address -> region, producing call's seq, slot and the identity of the tensor
+        # storage number -> region, producing call's seq, slot and the identity of the tensor
         # produced there. Not the tensor itself: holding every intermediate would pin gigabytes.
         self._owner: dict[int, tuple[int, int, int, tuple]] = {}
+        self._number = StorageNumbers()
         self._next_id = 0
         self._seq = 0
         self.groups: dict[tuple, FusedGroup] = {}
@@ -150,11 +167,11 @@ class FusionTracker:
     def observe(self, key: tuple, group: CallGroup, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:
         """One recorded call: join, open or close regions, then note who produced its outputs."""
         self._seq += 1
-        addresses = [_address(t) for t in inputs]
+        numbers = [self._number(t) for t in inputs]
         read: dict[int, int] = {}  # region -> the latest of its members this call reads
-        for address in addresses:
-            if address in self._owner:
-                region_id, seq = self._owner[address][:2]
+        for number in numbers:
+            if number in self._owner:
+                region_id, seq = self._owner[number][:2]
                 read[region_id] = max(seq, read.get(region_id, 0))
         touched = sorted(read)
         kind = self._kind_of(group)
@@ -174,18 +191,19 @@ class FusionTracker:
             if len(self._open[region_id].members) >= MAX_MEMBERS:
                 self._close(region_id)
                 region_id = self._start() if opens else None
-        # Wire the inputs before forgetting the outputs' addresses: an in-place call (relu_ on a
+        # Wire the inputs before forgetting who made the outputs: an in-place call (relu_ on a
         # norm's result) writes where its input lives, and that input is a member's result.
         if region_id is not None:
             region = self._open[region_id]
             wires = tuple(
-                self._wire(region, region_id, t, a, group, i) for i, (t, a) in enumerate(zip(inputs, addresses))
+                self._wire(region, region_id, t, a, group, i) for i, (t, a) in enumerate(zip(inputs, numbers))
             )
             region.members.append(_Member(self._seq, key, group, wires))
         for slot, t in enumerate(outputs):
-            self._owner.pop(_address(t), None)  # a reused address is someone else's now
-            if region_id is not None and _address(t) is not None and t.storage_offset() == 0:
-                self._owner[_address(t)] = (region_id, self._seq, slot, _identity(t))
+            number = self._number(t)
+            self._owner.pop(number, None)  # an in-place call's result is its own now
+            if region_id is not None and number is not None and t.storage_offset() == 0:
+                self._owner[number] = (region_id, self._seq, slot, _identity(t, number))
 
     def finish(self) -> None:
         for region_id in list(self._open):
@@ -196,15 +214,15 @@ class FusionTracker:
         self._open[self._next_id] = _Region()
         return self._next_id
 
-    def _wire(self, region: _Region, region_id: int, t: torch.Tensor, address, group: CallGroup, position: int):
-        owner = self._owner.get(address) if address is not None else None
+    def _wire(self, region: _Region, region_id: int, t: torch.Tensor, number, group: CallGroup, position: int):
+        owner = self._owner.get(number) if number is not None else None
         # A view reaching past what the member produced (another slice of a cache it wrote into)
         # reads memory the region did not make: to the reference it is an input.
-        if owner is not None and owner[0] == region_id and _within(t, owner[3]):
+        if owner is not None and owner[0] == region_id and _within(t, number, owner[3]):
             _, seq, slot, produced = owner
-            same = _identity(t) == produced
+            same = _identity(t, number) == produced
             return Internal(seq, slot, None if same else (tuple(t.shape), tuple(t.stride()), t.storage_offset()))
-        identity = _identity(t)
+        identity = _identity(t, number)
         region.externals.setdefault(identity, (TensorSpec.of(t), group.values[position]))
         return ("x", identity)
 
@@ -216,18 +234,18 @@ class FusionTracker:
             target.members.extend(other.members)
             for identity, spec in other.externals.items():
                 target.externals.setdefault(identity, spec)
-            for address, (region_id, seq, slot, identity) in list(self._owner.items()):
+            for number, (region_id, seq, slot, identity) in list(self._owner.items()):
                 if region_id == other_id:
-                    self._owner[address] = (ids[0], seq, slot, identity)
+                    self._owner[number] = (ids[0], seq, slot, identity)
         return ids[0]
 
     def _close(self, region_id: int, sink: int | None = None) -> None:
         """End a region; its task returns the member `sink` (the value a non-joining call read),
         else the last, with only the members that value depends on."""
         region = self._open.pop(region_id)
-        for address, owner in list(self._owner.items()):
+        for number, owner in list(self._owner.items()):
             if owner[0] == region_id:
-                del self._owner[address]
+                del self._owner[number]
         members = _live(sorted(region.members, key=lambda m: m.seq), sink)
         kinds = [self._kind_of(m.group) for m in members]
         computes = [k for k in kinds if k != "copy"]

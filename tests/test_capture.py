@@ -401,11 +401,12 @@ def test_a_storage_made_where_a_freed_one_was_is_a_new_storage():
     view_is_the_storage = numbers(first[8:]) == number  # not in an assert, which would keep the view alive
     del first
     assert view_is_the_storage
+    later = torch.randn(64)
     for _ in range(1000):
-        later = torch.randn(64)
         if later.untyped_storage()._cdata == address:
             break
         del later
+        later = torch.randn(64)
     else:
         pytest.skip("the allocator never reused the freed storage's address")
     assert numbers(later) != number

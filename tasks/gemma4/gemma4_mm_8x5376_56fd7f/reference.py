@@ -33,8 +33,8 @@ def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
 
 def get_inputs():
     return [
-        draw([8, 21504], torch.bfloat16, low=-19.5, high=22.125, mean=-0.00110615, std=1.4604),
-        draw([21504, 5376], torch.bfloat16, low=-0.0991211, high=0.0991211, mean=1.85371e-05, std=0.0200024, stride=[1, 21504]),
+        draw([8, 21504], torch.bfloat16, low=-22, high=19.5, mean=-0.00274085, std=1.47838),
+        draw([21504, 5376], torch.bfloat16, low=-0.101074, high=0.103516, mean=1.30347e-05, std=0.0200135, stride=[1, 21504]),
     ]
 
 

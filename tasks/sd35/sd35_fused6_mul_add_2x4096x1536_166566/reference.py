@@ -39,11 +39,11 @@ def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
 
 def get_inputs():
     return [
-        draw([2, 1, 1536], torch.bfloat16, low=-0.227539, high=0.213867, mean=0.000557782, std=0.0672296, stride=[13824, 1536, 1]),
-        draw([2, 4096, 1536], torch.bfloat16, low=-0.878906, high=0.675781, mean=-0.00371385, std=0.211073),
-        draw([2, 4096, 1536], torch.bfloat16, low=-3.5625, high=3.98438, mean=0.366575, std=0.841519),
-        draw([2, 1, 1536], torch.bfloat16, low=-0.239258, high=0.308594, mean=0.000176865, std=0.0679141, stride=[9216, 1536, 1]),
-        draw([2, 1, 1536], torch.bfloat16, low=-0.236328, high=0.227539, mean=0.00179028, std=0.0697106, stride=[9216, 1536, 1]),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.310547, high=0.242188, mean=-0.000895411, std=0.0681453, stride=[13824, 1536, 1]),
+        draw([2, 4096, 1536], torch.bfloat16, low=-0.703125, high=0.628906, mean=0.00965939, std=0.191623),
+        draw([2, 4096, 1536], torch.bfloat16, low=-3.45312, high=3.79688, mean=0.366422, std=0.840299),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.214844, high=0.243164, mean=-0.00106575, std=0.0679331, stride=[9216, 1536, 1]),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.257812, high=0.220703, mean=-0.000994518, std=0.0655775, stride=[9216, 1536, 1]),
     ]
 
 

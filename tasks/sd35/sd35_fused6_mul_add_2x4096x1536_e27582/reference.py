@@ -39,11 +39,11 @@ def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
 
 def get_inputs():
     return [
-        draw([2, 1, 1536], torch.bfloat16, low=-0.227539, high=0.213867, mean=0.000557782, std=0.0672296, stride=[13824, 1536, 1]),
-        draw([2, 4096, 1536], torch.bfloat16, low=-0.878906, high=0.675781, mean=-0.00371385, std=0.211073),
-        draw([2, 4096, 1536], torch.bfloat16, low=-3.5625, high=3.98438, mean=0.366575, std=0.841519),
-        draw([2, 1, 1536], torch.bfloat16, low=-0.273438, high=0.226562, mean=0.00158239, std=0.0690085, stride=[13824, 1536, 1]),
-        draw([2, 1, 1536], torch.bfloat16, low=-0.238281, high=0.226562, mean=0.00206352, std=0.0662869, stride=[13824, 1536, 1]),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.310547, high=0.242188, mean=-0.000895411, std=0.0681453, stride=[13824, 1536, 1]),
+        draw([2, 4096, 1536], torch.bfloat16, low=-0.703125, high=0.628906, mean=0.00965939, std=0.191623),
+        draw([2, 4096, 1536], torch.bfloat16, low=-3.45312, high=3.79688, mean=0.366422, std=0.840299),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.244141, high=0.263672, mean=-0.000758731, std=0.0697323, stride=[13824, 1536, 1]),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.291016, high=0.239258, mean=-0.000769423, std=0.0674202, stride=[13824, 1536, 1]),
     ]
 
 

@@ -342,7 +342,7 @@ def test_resnet50_batch_norm_default_launch_at_captured_shapes(task_id, planes, 
     candidate.launch = lambda *tensors: launched.append(tensors)
     candidate.ModelNew()(*[torch.empty(shape, device="meta") for shape in task.shapes])
     launch_grid, args, sizes = candidate._plan(launched[0])
-    assert (launch_grid, args[:2], sizes) == ((grid,), planes, {"BLOCK": 2048, "ROWS": 1, "DIMS": 2})
+    assert (launch_grid, args[:2], sizes) == ((grid, 1, 1), planes, {"BLOCK": 2048, "ROWS": 1, "DIMS": 2})
     assert candidate.NUM_WARPS == 4
 
 

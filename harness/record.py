@@ -106,7 +106,9 @@ class Recorder:
                 time_ms=result.time_ms,
                 speedup_vs_compile=result.speedup_vs_compile,
                 sol_fraction=result.sol_fraction,
+                host_ms=result.host_ms,
                 **result.baselines,
+                **result.baselines_host_ms,
             )
             self.client.log_text(run_id, best.source, "best_kernel.py")
             self.client.log_dict(run_id, result.to_dict(), "best_result.json")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.agents.analyst import analyse, profile_table
+from harness.agents.analyst import analyse, measurements, profile_table
 from harness.agents.base import AgentContext, AgentOutcome, Budget, attempts_for_prompt
 from harness.agents.refine import next_step
 from harness.agents.tree import Node, SearchTree
@@ -16,7 +16,7 @@ from harness.evaluate import EvalResult, Evaluator
 from harness.llm.base import Completion, ModelCallError, extract_code
 from harness.llm.offline import OfflineModel
 from harness.prompts import build_messages
-from harness.tasks import resolve_one
+from harness.tasks import Task, resolve_one
 from tests.loopback_llm import LoopbackLLM
 
 TASK = resolve_one("silu_and_mul_qwen")
@@ -267,3 +267,11 @@ def test_wall_budget_counts_the_persisted_rounds_so_a_resume_keeps_counting(tmp_
     budget = Budget(rounds=10, wall_s=1.0)
     assert budget.exhausted(SearchTree(tmp_path / "tree.jsonl")) == "wall_s"
     assert Budget(rounds=10, wall_s=2.0).exhausted(tree) is None
+
+
+def test_the_analyst_reads_a_gpu_calls_host_time_beside_its_kernel_time():
+    task = Task(id="t", reference_path=Path("reference.py"))
+    gpu = EvalResult("t", "triton", "correct", time_ms=0.09, host_ms=0.085, env={"device": "cuda"})
+    assert "host time per call: 0.085 ms" in measurements(task, gpu, None)
+    cpu = EvalResult("t", "cpu", "correct", time_ms=0.09, host_ms=0.09, env={"device": "cpu"})
+    assert "host time" not in measurements(task, cpu, None)  # on a CPU the two are one clock

@@ -7,13 +7,15 @@ a time, when the module's first test asks for them, and each test waits for its 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import torch
 
-from harness.evaluate import EvalResult, Evaluator
+from harness.evaluate import EvalResult, Evaluator, timing
 from harness.tasks import Task, resolve_one
 
 CANDIDATES = Path(__file__).parent / "candidates"
@@ -94,6 +96,9 @@ def test_rmsnorm_cpp_is_correct_and_timed_against_eager(planted):
     assert result.time_ms > 0 and result.speedup_vs_eager > 0
     assert result.baselines["eager_ms"] > 0
     assert {"build_s", "check_s", "timing_s"} <= result.phases.keys()
+    # On the CPU a call's host time is its time; on a GPU the two part when the GPU waits for the host.
+    assert 0 < result.host_ms <= 2 * result.time_ms
+    assert 0 < result.baselines_host_ms["eager_host_ms"] <= 2 * result.baselines["eager_ms"]
 
 
 def test_rmsnorm_cpp_again_loads_its_cached_build(planted, task, evaluator):
@@ -280,3 +285,8 @@ def test_an_outputs_file_that_is_torn_or_forged_is_unreadable(tmp_path):
         path.write_bytes(damaged)
         with pytest.raises(outputs.UnreadableOutputs):
             outputs.read(path, torch.device("cpu"))
+
+
+def test_timing_reports_each_calls_host_time():
+    measured = timing.measure(lambda x: time.sleep(0.003) or x, [[torch.ones(4)]], torch.device("cpu"), budget_ms=30)
+    assert measured.host_ms >= 3.0 and measured.to_dict()["host_ms"] == measured.host_ms

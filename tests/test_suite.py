@@ -52,6 +52,15 @@ def test_mcts_offline_run_prints_a_leaderboard_that_mlflow_reproduces(tmp_path):
     assert board.returncode == 0, board.stderr
     assert summary_row in board.stdout.splitlines()
 
+    from harness.record import mlflow_client
+
+    client = mlflow_client(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("forgebench")
+    (task_run,) = client.search_runs([experiment.experiment_id], "tags.task = 'rmsnorm_qwen'")
+    metrics = task_run.data.metrics
+    assert metrics["time_ms"] > 0 and metrics["eager_ms"] > 0
+    assert metrics["host_ms"] > 0 and metrics["eager_host_ms"] > 0  # a reader can tell host-bound times
+
 
 @pytest.mark.slow
 def test_suite_through_a_real_http_provider(tmp_path):

@@ -48,6 +48,7 @@ class _Reference:
     baselines: dict[str, float]
     skipped: dict[str, str]
     setup_s: dict[str, float]
+    host_ms: dict[str, float]  # "<baseline>_host_ms": host time of one call
 
 
 class Evaluator:
@@ -150,6 +151,7 @@ class Evaluator:
                 record["baselines"],
                 record.get("baselines_skipped", {}),
                 record.get("baselines_setup_s", {}),
+                record.get("baselines_host_ms", {}),
             )
         return self._references[task.id]
 
@@ -193,6 +195,7 @@ class Evaluator:
             baselines=dict(reference.baselines),  # only the reference worker's: a candidate can forge its record
             baselines_skipped=dict(reference.skipped),
             baselines_setup_s=dict(reference.setup_s),
+            baselines_host_ms=dict(reference.host_ms),
             phases=record.get("phases", {}),
             env=record.get("env", {}),
             cached_build=record.get("cached_build", False),
@@ -218,6 +221,8 @@ class Evaluator:
         result.time_ms = float(record["time_ms"])
         if not result.time_ms > 0:
             raise ValueError(f"time_ms {result.time_ms!r} is not a positive time")
+        host_ms = record.get("host_ms")  # advisory, like the time itself: the candidate's process measured it
+        result.host_ms = float(host_ms) if isinstance(host_ms, (int, float)) and host_ms >= 0 else None
         result.speedups = {name.removesuffix("_ms"): ms / result.time_ms for name, ms in result.baselines.items()}
         result.speedup_vs_eager = result.speedups.get("eager")
         result.speedup_vs_compile = result.speedups.get("compile")

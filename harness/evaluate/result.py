@@ -14,7 +14,6 @@ def shorten(text: str, limit: int = 2000) -> str:
     return text if len(text) <= limit else text[: limit // 2] + "\n...\n" + text[-limit // 2 :]
 
 
-
 @dataclass
 class EvalResult:
     task: str
@@ -22,7 +21,11 @@ class EvalResult:
     verdict: str
     reason: str = ""
     time_ms: float | None = None
+    # Host time of one call (timing.Timing.host_ms): when it is near time_ms on a GPU, the time
+    # measured the host's launching, not the kernels. The same for each baseline.
+    host_ms: float | None = None
     baselines: dict[str, float] = field(default_factory=dict)  # "<baseline>_ms": median ms
+    baselines_host_ms: dict[str, float] = field(default_factory=dict)  # "<baseline>_host_ms": host ms a call
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
     speedups: dict[str, float] = field(default_factory=dict)  # baseline name -> its time / the kernel's

@@ -68,9 +68,18 @@ class Timing:
     p20_ms: float
     p80_ms: float
     runs: int
+    # Median host time of one call, from entering fn to its return. On a GPU, a call whose host
+    # time is near or above its event time was timed waiting for the host, not for its kernels.
+    host_ms: float | None = None
 
     def to_dict(self) -> dict[str, float]:
-        return {"median_ms": self.median_ms, "p20_ms": self.p20_ms, "p80_ms": self.p80_ms, "runs": self.runs}
+        return {
+            "median_ms": self.median_ms,
+            "p20_ms": self.p20_ms,
+            "p80_ms": self.p80_ms,
+            "runs": self.runs,
+            "host_ms": self.host_ms,
+        }
 
 
 def _raw(t: torch.Tensor) -> torch.Tensor:
@@ -115,6 +124,7 @@ class _Runner:
     ):
         self.fn, self.input_sets, self.working, self.device = fn, input_sets, working, device
         self.calls = 0
+        self.host_ms: list[float] = []  # each call's host time, from the last run
         self.flush = torch.empty(_L2_FLUSH_BYTES, dtype=torch.uint8, device=device) if device.type == "cuda" else None
 
     def _prepare(self) -> None:
@@ -124,20 +134,22 @@ class _Runner:
             self.flush.zero_()
 
     def run(self, n: int) -> list[float]:
+        self.host_ms = []
         if self.device.type != "cuda":
-            samples = []
             for _ in range(n):
                 self._prepare()
                 start = _perf_counter()
                 self.fn(*self.working)
-                samples.append((_perf_counter() - start) * 1e3)
-            return samples
+                self.host_ms.append((_perf_counter() - start) * 1e3)
+            return list(self.host_ms)
         pairs = []
         for _ in range(n):
             self._prepare()
             start, end = _event_new(_CudaEvent, enable_timing=True), _event_new(_CudaEvent, enable_timing=True)
             _event_record(start, _current_stream())
+            issued = _perf_counter()
             self.fn(*self.working)
+            self.host_ms.append((_perf_counter() - issued) * 1e3)
             _event_record(end, _current_stream())
             pairs.append((start, end))
         _cuda_synchronize()  # the whole device, so side-stream work a call left running is waited for
@@ -165,7 +177,7 @@ def measure(
     runs = max(min_runs, min(max_runs, int(budget_ms / estimate)))
     samples = sorted(runner.run(runs))
     quantile = lambda q: samples[min(len(samples) - 1, int(q * len(samples)))]
-    return Timing(statistics.median(samples), quantile(0.2), quantile(0.8), runs)
+    return Timing(statistics.median(samples), quantile(0.2), quantile(0.8), runs, statistics.median(runner.host_ms))
 
 
 def device_wall_ms(

@@ -118,6 +118,7 @@ def run_reference(request: dict, device: torch.device, reference) -> dict:
         "baselines": {f"{name}_ms": ms for name, ms in times.ms.items()},
         "baselines_skipped": times.skipped,
         "baselines_setup_s": times.setup_s,
+        "baselines_host_ms": {f"{name}_host_ms": ms for name, ms in times.host_ms.items()},
         "phases": phases,
     }
     if request.get("measure_ceilings"):
@@ -261,6 +262,7 @@ def run_candidate(request: dict, device: torch.device, reference) -> dict:
         "verdict": "correct",
         "cached_build": bool(builds) and all(b.cached for b in builds),
         "time_ms": measured.median_ms,
+        "host_ms": measured.host_ms,
         "timing": measured.to_dict(),
         "phases": phases,
     }

@@ -149,3 +149,22 @@ def test_liger_is_timed_where_it_has_the_op(make_evaluator, name, task_id):
     assert result.verdict == "correct", result.to_json()
     assert result.baselines.get("liger_ms", 0) > 0, result.baselines_skipped
     assert result.speedups["liger"] > 0
+
+
+def test_a_call_that_keeps_the_gpu_waiting_on_the_host_shows_it_in_host_ms():
+    # 2 ms of host work before a kernel of a few microseconds: the events measure the wait, and
+    # host_ms says so, for the reader of a record and for the analyst.
+    import time
+
+    from harness.evaluate import timing
+
+    device = torch.device("cuda")
+    x = torch.randn(1024, device=device)
+
+    def slow_host(x):
+        time.sleep(0.002)
+        return x * 2
+
+    measured = timing.measure(slow_host, [[x]], device, budget_ms=50, warmup_ms=5)
+    assert measured.host_ms >= 2.0
+    assert measured.median_ms >= 0.5 * measured.host_ms

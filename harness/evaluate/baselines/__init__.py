@@ -74,9 +74,11 @@ def load(name: str) -> Baseline:
 
 @dataclass
 class BaselineTimes:
-    """Per baseline: median ms when timed, else why not; seconds spent building (compiling)."""
+    """Per baseline: median ms when timed, else why not; seconds spent building (compiling); host ms
+    a call (`timing.Timing.host_ms`)."""
 
     ms: dict[str, float] = field(default_factory=dict)
+    host_ms: dict[str, float] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     setup_s: dict[str, float] = field(default_factory=dict)
 
@@ -118,7 +120,8 @@ def measure_all(
             torch._dynamo.reset()  # each compiled baseline starts from no earlier compilation
             fn = _first_matching(baseline, sample, check)
             times.setup_s[name] = time.perf_counter() - start
-            times.ms[name] = timing.measure(fn, timing_sets, sample.device, **timing_kwargs).median_ms
+            measured = timing.measure(fn, timing_sets, sample.device, **timing_kwargs)
+            times.ms[name], times.host_ms[name] = measured.median_ms, measured.host_ms
         except NotApplicable as exc:
             times.skipped[name] = str(exc)
         except Exception as exc:  # a baseline that breaks on a task loses its column, not the task

@@ -91,6 +91,9 @@ class Body:
     col_dims: int = 0  # trailing dimensions a row spans: 0 flat (pointwise), 1 for rows, up to rank - 1 for planes
     inputs: list[Ref] = field(default_factory=list)  # host values the kernel reads, in argument order
     per_row_inputs: list[bool] = field(default_factory=list)
+    # Inputs the same in every row (a norm's weight beside [tokens, hidden] rows): a row kernel loads
+    # them once a program as [1, BLOCK], not once a row.
+    per_col_inputs: list[bool] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
     outputs: list[tuple[str, torch.dtype, bool]] = field(default_factory=list)  # (var, dtype, per_row)
 
@@ -130,6 +133,16 @@ class Lowering:
             return False
         return all(n == 1 for n in ([1] * k + shape)[-k:])
 
+    def per_col(self, meta) -> bool:
+        """Whether the input is the same in every row of a row kernel. Only for rows: a plane kernel's launch
+        may split its columns at fewer trailing dimensions than it was written for, and an input the same
+        in every row of the written split would not be in the launched one."""
+        if self.body.kind != "rows":
+            return False
+        shape = _shape_of(meta)
+        lead = ([1] * len(self.body.shape) + shape)[-len(self.body.shape) : -1]
+        return all(n == 1 for n in lead)
+
     def operand(self, value) -> Val | str | None:
         if value is None or not isinstance(value, Ref):
             return None if value is None else _number(value)
@@ -148,8 +161,10 @@ class Lowering:
         k = len(self.body.inputs)
         self.body.inputs.append(value)
         per_row = self.per_row(meta)
+        per_col = not per_row and self.per_col(meta)
         self.body.per_row_inputs.append(per_row)
-        mask = "rmask" if per_row else "mask"
+        self.body.per_col_inputs.append(per_col)
+        mask = "rmask" if per_row else "cmask" if per_col else "mask"
         load = f"tl.load(in{k} + off{k}, mask={mask}, other=0)"
         val = self.fresh(f"{load} != 0" if meta.dtype == torch.bool else f"{load}.to(tl.float32)", per_row)
         self.values[key] = val

@@ -33,14 +33,17 @@ def _extent(meta: torch.Tensor) -> int:
 def _offsets(index: str, rank: int, body: Body) -> list[str]:
     """Each input's element offset from a flat or row index, one static branch per count of dimensions
     left after coalescing (DIMS), so a contiguous launch does no division at all; a row kernel adds the
-    column times the input's stride along its row (none for a per-row input)."""
-    lines = []
+    column times the input's stride along its row (none for a per-row input). An input the same in every
+    row (a norm's weight) is addressed by the column alone."""
+    lines = [f"off{k} = c * cst{k}" for k in range(len(body.inputs)) if body.per_col_inputs[k]]
     for dims in range(1, rank + 1):
         branch = [f"rem = {index}"] if dims > 1 else []
         for d in range(dims - 1, 0, -1):
             branch += [f"i{d} = rem % s{d}", f"rem = rem // s{d}"]
         branch.append(f"i0 = {'rem' if dims > 1 else index}")
         for k in range(len(body.inputs)):
+            if body.per_col_inputs[k]:
+                continue
             along = "" if body.kind == "pointwise" or body.per_row_inputs[k] else f" + c * cst{k}"
             branch.append(f"off{k} = " + " + ".join(f"i{d} * st{k}_{d}" for d in range(dims)) + along)
         keyword = "if" if dims == 1 else "elif" if dims < rank else "else"
@@ -63,7 +66,8 @@ def _tile(body: Body, pid: str) -> list[str]:
         f"r = {first_row} + tl.arange(0, ROWS)[:, None]",
         f"c = {first_col}tl.arange(0, BLOCK)[None, :]",
         "rmask = r < n_rows",
-        "mask = rmask & (c < cols)",
+        "cmask = c < cols",
+        "mask = rmask & cmask",
     ]
 
 

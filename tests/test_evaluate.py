@@ -290,3 +290,8 @@ def test_an_outputs_file_that_is_torn_or_forged_is_unreadable(tmp_path):
 def test_timing_reports_each_calls_host_time():
     measured = timing.measure(lambda x: time.sleep(0.003) or x, [[torch.ones(4)]], torch.device("cpu"), budget_ms=30)
     assert measured.host_ms >= 3.0 and measured.to_dict()["host_ms"] == measured.host_ms
+
+
+def test_a_gpu_lead_changes_nothing_on_the_cpu():
+    measured = timing.measure(lambda x: x * 2, [[torch.ones(4)]], torch.device("cpu"), budget_ms=10, gpu_lead=True)
+    assert measured.lead_ms == 0.0 and measured.median_ms > 0

@@ -40,6 +40,10 @@ class EvalSettings:
     init_seed: int = 0
     budget_ms: float = 300.0
     warmup_ms: float = 30.0
+    # On a GPU, let the stream wait before each timed call so its launches queue ahead of it and
+    # the events time GPU work, not host time (timing.measure's gpu_lead). Off until it has been
+    # measured on the GPU against the runs without it.
+    gpu_lead: bool = False
 
 
 @dataclass
@@ -91,7 +95,7 @@ class Evaluator:
             "init_seed": s.init_seed,
             "check_seeds": s.check_seeds,
             "timing_seeds": s.timing_seeds,
-            "timing": {"budget_ms": s.budget_ms, "warmup_ms": s.warmup_ms},
+            "timing": {"budget_ms": s.budget_ms, "warmup_ms": s.warmup_ms, "gpu_lead": s.gpu_lead},
             "baselines": self.platform.baselines,
             "tolerance": task.tolerance,
             "outputs_path": str(folder / "outputs.bin"),

@@ -168,3 +168,21 @@ def test_a_call_that_keeps_the_gpu_waiting_on_the_host_shows_it_in_host_ms():
     measured = timing.measure(slow_host, [[x]], device, budget_ms=50, warmup_ms=5)
     assert measured.host_ms >= 2.0
     assert measured.median_ms >= 0.5 * measured.host_ms
+
+
+def test_with_a_gpu_lead_a_host_bound_call_is_timed_at_its_gpu_work():
+    import time
+
+    from harness.evaluate import timing
+
+    device = torch.device("cuda")
+    x = torch.randn(1024, device=device)
+
+    def slow_host(x):  # 0.3 ms of host work, then a kernel of a few microseconds
+        time.sleep(0.0003)
+        return x * 2
+
+    plain = timing.measure(slow_host, [[x]], device, budget_ms=50, warmup_ms=5)
+    led = timing.measure(slow_host, [[x]], device, budget_ms=50, warmup_ms=5, gpu_lead=True)
+    assert plain.median_ms >= 0.2 and plain.lead_ms == 0.0  # the events waited for the host
+    assert led.lead_ms >= 0.3 and led.median_ms < 0.1, led  # the launch was queued before the start event

@@ -214,6 +214,38 @@ def test_captured_graph_candidate_matches_reference(name):
     check_default_candidate(task_of(captured(body, inputs)), family)
 
 
+# Matmuls alone: (body, inputs, a point or None for the default). Weights lie transposed, as captured.
+MATMULS = {
+    "mm_transposed_weight_bf16": (
+        "return torch.ops.aten.mm.default(x0, x1)",
+        "draw([40, 24], torch.bfloat16), draw([24, 36], torch.bfloat16, stride=[1, 24])",
+        None,
+    ),
+    "mm_many_tiles_grouped": (  # 3 x 3 tiles of 16 x 16 in groups of row tiles, K in two steps of 32
+        "return torch.ops.aten.mm.default(x0, x1)",
+        "draw([40, 48], torch.float16), draw([48, 36], torch.float16, stride=[1, 48])",
+        (16, 16, 32, 4, 3),
+    ),
+    "addmm_row_bias_fp16": (
+        "return torch.ops.aten.addmm.default(x0, x1, x2)",
+        "draw([36], torch.float16), draw([40, 24], torch.float16), draw([24, 36], torch.float16, stride=[1, 24])",
+        None,
+    ),
+    "bmm_fp32_strided": (
+        "return torch.ops.aten.bmm.default(x0, x1)",
+        "draw([3, 20, 16], torch.float32, stride=[320, 1, 20]), draw([3, 16, 24], torch.float32)",
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MATMULS))
+def test_matmul_candidate_matches_reference(name):
+    body, inputs, point = MATMULS[name]
+    source = check_default_candidate(task_of(captured(body, inputs)), "triton_matmul", point=point)
+    assert "tl.dot(" in source
+
+
 def test_short_rows_share_a_program_at_another_point():
     body, inputs, _ = CAPTURED["fused_rmsnorm_chain"]
     source = check_default_candidate(task_of(captured(body, inputs)), "triton_rows", point=(4, 16384))
@@ -374,9 +406,19 @@ def test_handwritten_family_candidate_matches_reference(name):
     "body, inputs, expected",
     [
         (
-            "return torch.ops.aten.mm.default(x0, x1)",
+            "t0 = torch.ops.aten.mm.default(x0, x1)\nreturn torch.ops.aten.relu.default(t0)",
             "draw([4, 4], torch.float32), draw([4, 4], torch.float32)",
             "aten.mm",
+        ),
+        (
+            "return torch.ops.aten.mm.default(x0, x1)",
+            "draw([4, 4], torch.float32), draw([4, 4], torch.float16)",
+            "one float dtype",
+        ),
+        (
+            "return torch.ops.aten.addmm.default(x0, x1, x2, beta=0.5)",
+            "draw([4], torch.float32), draw([4, 4], torch.float32), draw([4, 4], torch.float32)",
+            "scales its terms",
         ),
         ("return torch.ops.aten.sum.dim_IntList(x0, [0], True)", "draw([4, 4], torch.float32)", "last dimension"),
         ("return torch.ops.aten.cat.default([x0, x0], -1)", "draw([4, 4], torch.float32)", "aten.cat"),

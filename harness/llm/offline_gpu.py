@@ -2,7 +2,8 @@
 
 A captured reference is read as a graph of aten calls; a hand-written one (softmax, RMSNorm, ...)
 is first restated as the aten calls its operator family stands for. Triton candidates are generated
-from the graph (one fused pointwise, row or plane kernel, or the GroupNorm template); CUDA candidates fill
+from the graph (one fused pointwise, row or plane kernel, the GroupNorm template, or the matmul template for a
+lone mm, addmm or bmm); CUDA candidates fill
 one of three NVRTC templates (softmax, RMSNorm, a single activation).
 """
 
@@ -44,6 +45,20 @@ GPU_FAMILIES: dict[str, Family] = {
             "triton_groupnorm",
             "groupnorm",
             {"chunk": (16384, 8192, 32768), "block": (2048, 4096, 1024), "num_warps": (8, 4)},
+            platform="triton",
+        ),
+        # One [block_m, block_n] tile of C a program, K in block_k steps through a num_stages-deep pipeline;
+        # block_m 16 serves decode's few rows.
+        Family(
+            "triton_matmul",
+            "matmul",
+            {
+                "block_m": (128, 64, 16),
+                "block_n": (128, 64, 256),
+                "block_k": (64, 32),
+                "num_warps": (8, 4),
+                "num_stages": (3, 4),
+            },
             platform="triton",
         ),
         Family("cuda_softmax", "softmax", {"threads": (512, 256, 1024)}, platform="cuda"),
@@ -175,8 +190,31 @@ def choose(task, operator_family: Family | None, eps: float) -> GpuPlan | str:
         return str(exc)
 
 
+_MATMULS = ("mm", "bmm", "addmm")
+
+
+def _matmul_operands(graph: Graph, node: Node) -> list[Ref]:
+    """A, B and (addmm) the bias, when one Triton matmul computes the call exactly; else Unsupported."""
+    if len(graph.outputs) != 1 or graph.outputs[0].name != node.name:
+        raise Unsupported(f"forward returns more than {node.aten}'s result; my matmul template writes that alone")
+    scale = {k: v for k, v in (node.kwargs or {}).items() if k in ("beta", "alpha")}
+    if any(v != 1 for v in scale.values()) or len(node.args) > 3:
+        raise Unsupported(f"{node.aten} scales its terms; my matmul template adds the bias to A @ B as they are")
+    operands = [*node.args[1:3], node.args[0]] if node.op == "addmm" else list(node.args[:2])
+    if not all(isinstance(r, Ref) for r in operands):
+        raise Unsupported(f"{node.aten} takes a number where my matmul template reads tensors")
+    a, b = (graph.value(r) for r in operands[:2])
+    if a.dtype != b.dtype or a.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        raise Unsupported(f"{node.aten} multiplies {a.dtype} by {b.dtype}; my matmul template takes one float dtype")
+    return operands
+
+
 def _triton_plan(plan: GpuPlan) -> GpuPlan:
     kernel = plan.graph.kernel_nodes()
+    if len(kernel) == 1 and kernel[0].op in _MATMULS:
+        _matmul_operands(plan.graph, kernel[0])
+        plan.family, plan.node = GPU_FAMILIES["triton_matmul"], kernel[0]
+        return plan
     if len(kernel) == 1 and kernel[0].op == "native_group_norm":
         node = kernel[0]
         if plan.graph.outputs[0].index != 0 or len(plan.graph.outputs) != 1:
@@ -220,6 +258,13 @@ def render(family: Family, point: Point, plan: GpuPlan) -> str:
         lines = plan.prologue + host_lines(plan.graph, plan.body.inputs)
         launch_args = [source_of(r) for r in plan.body.inputs]
         return render_fused(plan.body, plan.graph, values, _model(plan, lines, launch_args))
+    if family.name == "triton_matmul":
+        operands = _matmul_operands(plan.graph, plan.node)
+        lines = plan.prologue + host_lines(plan.graph, operands)
+        model = _model(plan, lines, [source_of(r) for r in operands])
+        out, a = plan.graph.value(plan.graph.outputs[0]), plan.graph.value(operands[0])
+        text = (TEMPLATES_DIR / "triton" / "matmul.py.tmpl").read_text()
+        return Template(text).substitute(out_dtype=out.dtype, ieee=a.dtype == torch.float32, model=model, **values)
     if family.name == "triton_groupnorm":
         args = plan.node.args
         lines = plan.prologue + host_lines(plan.graph, [a for a in args[:3] if a is not None])

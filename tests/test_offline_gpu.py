@@ -231,6 +231,11 @@ MATMULS = {
         "draw([36], torch.float16), draw([40, 24], torch.float16), draw([24, 36], torch.float16, stride=[1, 24])",
         None,
     ),
+    "addmm_scalar_bias_fp32": (  # a 0-d bias broadcasts to every element
+        "return torch.ops.aten.addmm.default(x0, x1, x2)",
+        "draw([], torch.float32), draw([20, 24], torch.float32), draw([24, 36], torch.float32)",
+        None,
+    ),
     "bmm_fp32_strided": (
         "return torch.ops.aten.bmm.default(x0, x1)",
         "draw([3, 20, 16], torch.float32, stride=[320, 1, 20]), draw([3, 16, 24], torch.float32)",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -41,8 +42,10 @@ class EvalSettings:
     budget_ms: float = 300.0
     warmup_ms: float = 30.0
     # On a GPU, let the stream wait before each timed call so its launches queue ahead of it and
-    # the events time GPU work, not host time (timing.measure's gpu_lead). Off until it has been
-    # measured on the GPU against the runs without it.
+    # the events time GPU work, not host time (timing.measure's gpu_lead). Off: not yet measured on
+    # the GPU, and not safe for verdicts yet. A candidate that spins on the host lengthens its own
+    # lead and can run side-stream work during it, unseen by the events and within what the
+    # escaped-work check allows; turning it on needs a check of all streams' kernel time.
     gpu_lead: bool = False
 
 
@@ -226,7 +229,8 @@ class Evaluator:
         if not result.time_ms > 0:
             raise ValueError(f"time_ms {result.time_ms!r} is not a positive time")
         host_ms = record.get("host_ms")  # advisory, like the time itself: the candidate's process measured it
-        result.host_ms = float(host_ms) if isinstance(host_ms, (int, float)) and host_ms >= 0 else None
+        number = isinstance(host_ms, (int, float)) and not isinstance(host_ms, bool)
+        result.host_ms = float(host_ms) if number and math.isfinite(host_ms) and host_ms >= 0 else None
         result.speedups = {name.removesuffix("_ms"): ms / result.time_ms for name, ms in result.baselines.items()}
         result.speedup_vs_eager = result.speedups.get("eager")
         result.speedup_vs_compile = result.speedups.get("compile")

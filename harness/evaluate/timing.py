@@ -194,8 +194,14 @@ def measure(
     runs = max(min_runs, min(max_runs, int(budget_ms / estimate)))
     samples = sorted(runner.run(runs))
     quantile = lambda q: samples[min(len(samples) - 1, int(q * len(samples)))]
+    # Host time from a few calls issued to an idle queue: in the long run a GPU-bound call fills the
+    # launch queue, and its launches then block, so the host would seem as slow as the GPU.
+    runner.run(_HOST_SAMPLES)
     host_ms = statistics.median(runner.host_ms)
     return Timing(statistics.median(samples), quantile(0.2), quantile(0.8), runs, host_ms, lead_ms)
+
+
+_HOST_SAMPLES = 7
 
 
 _MAX_LEAD_MS = 2.0  # a call whose host takes longer than this is not a kernel's launch overhead
@@ -206,14 +212,16 @@ def _cycles_per_ms(device: torch.device) -> float:
     """The spin's rate on this device, measured once a process (the SM clock, as the GPU runs it)."""
     index = device.index if device.index is not None else torch.cuda.current_device()
     if index not in _CYCLES_PER_MS:
-        cycles = 2_000_000
-        _cuda_sleep(cycles)  # the first spin pays the clock's ramp
-        start, end = _event_new(_CudaEvent, enable_timing=True), _event_new(_CudaEvent, enable_timing=True)
-        _event_record(start, _current_stream())
-        _cuda_sleep(cycles)
-        _event_record(end, _current_stream())
-        _cuda_synchronize()
-        _CYCLES_PER_MS[index] = cycles / max(_event_elapsed(start, end), 1e-3)
+        cycles, rates = 2_000_000, []
+        with torch.cuda.device(index):  # the spin and the events act on the current device
+            for _ in range(3):  # the clock ramps up under load: the fastest of three readings
+                start, end = _event_new(_CudaEvent, enable_timing=True), _event_new(_CudaEvent, enable_timing=True)
+                _event_record(start, _current_stream())
+                _cuda_sleep(cycles)
+                _event_record(end, _current_stream())
+                _cuda_synchronize()
+                rates.append(cycles / max(_event_elapsed(start, end), 1e-3))
+        _CYCLES_PER_MS[index] = max(rates)
     return _CYCLES_PER_MS[index]
 
 

@@ -206,6 +206,8 @@ def _matmul_operands(graph: Graph, node: Node) -> list[Ref]:
     a, b = (graph.value(r) for r in operands[:2])
     if a.dtype != b.dtype or a.dtype not in (torch.float16, torch.bfloat16, torch.float32):
         raise Unsupported(f"{node.aten} multiplies {a.dtype} by {b.dtype}; my matmul template takes one float dtype")
+    if a.dim() == 3 and a.shape[0] > 65535:
+        raise Unsupported(f"{node.aten} has {a.shape[0]} batches; my matmul template runs at most 65535")
     return operands
 
 

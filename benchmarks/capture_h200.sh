@@ -7,12 +7,13 @@ log=${1:?log folder}; second=${2:?second capture folder}; shift 2
 models=${*:-resnet50 sd35 qwen35 gemma4}
 budget=${BUDGET_MS:-30}
 processes=${PROCESSES:-3}  # each group's time is its median over this many processes
+gap=${CUT_GAP:+--cut-gap $CUT_GAP}  # e.g. CUT_GAP=0.15: near-equal groups at the coverage cut go together
 for model in $models; do
   for pass in 1 2; do
     out=tasks; [ "$pass" = 2 ] && out=$second
     start=$(date +%s)
     python3 -m harness.cli capture --model "$model" --device cuda --out "$out" --budget-ms "$budget" \
-      --timing-processes "$processes" \
+      --timing-processes "$processes" $gap \
       > "$log/capture-$model-$pass.log" 2>&1
     echo "$model pass $pass: rc=$? $(( $(date +%s) - start )) s" >> "$log/capture.txt"
     tail -1 "$log/capture-$model-$pass.log" >> "$log/capture.txt"

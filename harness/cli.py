@@ -146,13 +146,16 @@ def _capture(args: argparse.Namespace) -> int:
         ["forgebench capture", f"--model {args.model}", f"--device {device.type}", f"--out {out}"]
         + [f"--coverage {args.coverage}", f"--min-share {args.min_share}", f"--budget-ms {args.budget_ms}"]
         + [f"--timing-processes {args.timing_processes}"]
+        + ([f"--cut-gap {args.cut_gap}"] if args.cut_gap is not None else [])
         + [f"--{k} {v}" for k, v in (("name", args.name), ("dtype", args.dtype)) if v]
         + [f"--override {o}" for o in args.override]
     )
     if args.timing_processes < 1:
         raise ForgeBenchError(f"--timing-processes {args.timing_processes}: give 1 or more processes.")
     settings = ReplaySettings(budget_ms=args.budget_ms, warmup_ms=args.budget_ms / 5, processes=args.timing_processes)
-    result, manifest = capture(workload, device, out, args.min_share, args.coverage, settings, command, progress=print)
+    result, manifest = capture(
+        workload, device, out, args.min_share, args.coverage, settings, command, progress=print, cut_gap=args.cut_gap
+    )
     print(
         f"{len(result.tasks)} tasks and {len(result.fused_tasks)} fused tasks from {result.calls} calls "
         f"in {len(result.groups)} groups, covering "
@@ -212,6 +215,13 @@ def parser() -> argparse.ArgumentParser:
     )
     cap.add_argument(
         "--min-share", type=float, default=0.001, help="least share of the model's time for a task (fused or not)"
+    )
+    cap.add_argument(
+        "--cut-gap",
+        type=float,
+        default=None,
+        help="once --coverage is reached, go on to the first group more than this fraction below the one before "
+        "(e.g. 0.15), so groups of near-equal share are taken or left together",
     )
     cap.add_argument("--budget-ms", type=float, default=100.0, help="time spent timing each call group")
     cap.add_argument(

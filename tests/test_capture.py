@@ -11,7 +11,7 @@ import pytest
 import torch
 import yaml
 
-from harness.capture import costs
+from harness.capture import costs, past_cut
 from harness.capture.emit import fused_operator, fused_reference_source, reference_source
 from harness.capture.fusion import EPILOGUES, NORM_CHAINS, FusionTracker, StorageNumbers
 from harness.capture.record import CallRecorder
@@ -267,6 +267,35 @@ def test_coverage_target_takes_the_costliest_groups_until_it_is_met(tmp_path):
     shares = [t["time_share"] for t in manifest["tasks"]]
     assert manifest["coverage"] >= 0.5 > manifest["coverage"] - min(shares)  # the last task was needed
     assert len(shares) < manifest["groups"]
+
+
+def _cut(shares: list[float], coverage: float, cut_gap: float | None) -> list[int]:
+    """The groups (by index) the cut keeps, every group a task: emit's loop without the writing."""
+    kept, covered, previous = [], 0.0, None
+    for i in sorted(range(len(shares)), key=lambda i: -shares[i]):
+        if past_cut(shares[i], previous, covered >= coverage, cut_gap):
+            break
+        kept.append(i)
+        covered, previous = covered + shares[i], shares[i]
+    return sorted(kept)
+
+
+def test_a_cut_gap_takes_or_leaves_near_equal_groups_together():
+    # Two captures of one model: groups 3 and 4 (0.29% and 0.28%) swap places by replay noise, and
+    # the 90% target falls between them. Group 5 is 40% smaller than both.
+    first = [0.5, 0.3, 0.0943, 0.0029, 0.0028, 0.0017, 0.0016]
+    second = [0.5, 0.3, 0.0943, 0.0028, 0.0029, 0.0017, 0.0016]
+    assert _cut(first, 0.8972, None) != _cut(second, 0.8972, None)  # one of the pair each time
+    assert _cut(first, 0.8972, 0.15) == _cut(second, 0.8972, 0.15) == [0, 1, 2, 3, 4]  # the pair, not group 5
+    assert _cut(first, 0.5, 0.15) == [0]  # 0.3 is 40% below 0.5: the cut stays at the target
+
+
+def test_capture_with_a_cut_gap_goes_on_to_the_first_gap(tmp_path):
+    argv = ["capture", "--model", FIXTURE, "--device", "cpu", "--out", str(tmp_path), "--budget-ms", "5"]
+    assert main([*argv, "--min-share", "0.0001", "--coverage", "0.5", "--cut-gap", "0.15"]) == 0
+    manifest = manifest_of(tmp_path)
+    assert "--cut-gap 0.15" in manifest["command"] and manifest["coverage"] >= 0.5
+    assert main([*argv, "--cut-gap", "1.5"]) == 2  # outside (0, 1): one sentence before anything runs
 
 
 def test_an_in_place_activation_reads_the_norm_it_follows():

@@ -47,18 +47,31 @@ def record_and_time(
     return CaptureResult(workload.name, device, groups, recorder.calls, fused=fused, model_time_ms=model_ms)
 
 
-def emit(result: CaptureResult, folder: Path, min_share: float, coverage: float) -> None:
-    """Replace the folder's previous capture: a task per group, costliest first, while the tasks
-    cover less than `coverage` of the time and the group has at least `min_share` of it; then a
-    fused task per fused region with at least `min_share`."""
+def past_cut(share: float, previous: float | None, covered: bool, cut_gap: float | None) -> bool:
+    """Whether the cut falls before a group with `share` (groups go costliest first; `previous` is the
+    share of the one before it). Without `cut_gap`, as soon as the tasks cover the target. With it,
+    at the first group after that whose share is more than `cut_gap` below the one before: shares
+    move a few percent between captures, and a cut between two groups that close would take one in
+    one capture and the other in the next."""
+    if not covered:
+        return False
+    return cut_gap is None or previous is None or share < (1.0 - cut_gap) * previous
+
+
+def emit(result: CaptureResult, folder: Path, min_share: float, coverage: float, cut_gap: float | None = None) -> None:
+    """Replace the folder's previous capture: a task per group, costliest first, until the tasks
+    cover `coverage` of the time (see past_cut) while the group has at least `min_share` of it;
+    then a fused task per fused region with at least `min_share`."""
     for old in previous_task_ids(folder):
         if (folder / old / "task.yaml").is_file():
             shutil.rmtree(folder / old)
     device = result.device.type
+    previous = None
     for group in sorted(result.groups, key=lambda g: -g.total_ms):
         share = result.share(group)
-        if share < min_share or share == 0.0 or result.coverage >= coverage:
+        if share < min_share or share == 0.0 or past_cut(share, previous, result.coverage >= coverage, cut_gap):
             break
+        previous = share
         why = group.why_not_task()
         if why:
             result.skipped.append((group, why))
@@ -86,19 +99,22 @@ def capture(
     settings: ReplaySettings,
     command: str,
     progress: Callable[[str], None] = lambda _: None,
+    cut_gap: float | None = None,
 ) -> tuple[CaptureResult, Path]:
     """Capture a workload into out/<model>/: task folders and manifest.yaml."""
     if not 0.0 < min_share < 1.0:
         raise ForgeBenchError(f"--min-share {min_share} is outside (0, 1); give a share such as 0.001.")
     if not 0.0 < coverage <= 1.0:
         raise ForgeBenchError(f"--coverage {coverage} is outside (0, 1]; give a share of time such as 0.9.")
+    if cut_gap is not None and not 0.0 < cut_gap < 1.0:
+        raise ForgeBenchError(f"--cut-gap {cut_gap} is outside (0, 1); give a relative drop such as 0.15.")
     result = record_and_time(workload, device, settings, progress)
     if not result.total_ms:
         reasons = {g.untimed for g in result.groups if g.untimed} or {"the forward made no ATen call"}
         raise ForgeBenchError(f"capture of {workload.name}: no call could be replayed and timed ({min(reasons)}).")
     folder = out / workload.name
     folder.mkdir(parents=True, exist_ok=True)
-    emit(result, folder, min_share, coverage)
+    emit(result, folder, min_share, coverage, cut_gap)
     timing = {"budget_ms": settings.budget_ms, "warmup_ms": settings.warmup_ms, "input_sets": settings.input_sets}
     timing["processes"] = settings.processes
     timing["cudnn_benchmark"] = torch.backends.cudnn.benchmark

@@ -194,16 +194,15 @@ def measure(
     runs = max(min_runs, min(max_runs, int(budget_ms / estimate)))
     samples = sorted(runner.run(runs))
     quantile = lambda q: samples[min(len(samples) - 1, int(q * len(samples)))]
-    # Host time from a few calls issued to an idle queue: in the long run a GPU-bound call fills the
-    # launch queue, and its launches then block, so the host would seem as slow as the GPU.
-    runner.run(_HOST_SAMPLES)
+    if device.type == "cuda":
+        # Host time from a few calls issued to an idle queue: in the long run a GPU-bound call fills
+        # the launch queue, and its launches then block, so the host would seem as slow as the GPU.
+        runner.run(_HOST_SAMPLES)
     host_ms = statistics.median(runner.host_ms)
     return Timing(statistics.median(samples), quantile(0.2), quantile(0.8), runs, host_ms, lead_ms)
 
 
 _HOST_SAMPLES = 7
-
-
 _MAX_LEAD_MS = 2.0  # a call whose host takes longer than this is not a kernel's launch overhead
 _CYCLES_PER_MS: dict[int, float] = {}
 

@@ -75,6 +75,12 @@ def _by_operator(result: CaptureResult) -> list[dict]:
     return [{"operator": op, "time_share": round(s, 6), "groups": g, "calls": c} for op, (s, g, c) in ranked]
 
 
+def _below_cut(result: CaptureResult, count: int = 8) -> list:
+    taken = {id(g) for g in result.tasks.values()} | {id(g) for g, _ in result.skipped}
+    rest = [g for g in result.groups if id(g) not in taken and result.share(g) > 0.0 and not g.why_not_task()]
+    return sorted(rest, key=lambda g: -g.total_ms)[:count]
+
+
 def manifest(
     result: CaptureResult, command: str, settings: dict, thresholds: tuple[float, float], timing: dict
 ) -> dict:
@@ -121,6 +127,16 @@ def manifest(
                 "unfused_time_ms": round(f.time_ms or 0.0, 6),
             }
             for task_id, f in sorted(result.fused_tasks.items(), key=lambda kv: -result.share(kv[1]))
+        ],
+        # The costliest groups past the cut, so two captures' cuts can be compared group by group.
+        "below_cut": [
+            {
+                "operator": g.name,
+                "time_share": round(result.share(g), 6),
+                "call_count": g.count,
+                "output_shapes": [list(o.shape) for o in costs.returned_outputs(g)],
+            }
+            for g in _below_cut(result)
         ],
         "skipped": [
             {"operator": g.name, "time_share": round(result.share(g), 6), "why": why} for g, why in result.skipped

@@ -146,7 +146,7 @@ def _capture(args: argparse.Namespace) -> int:
         ["forgebench capture", f"--model {args.model}", f"--device {device.type}", f"--out {out}"]
         + [f"--coverage {args.coverage}", f"--min-share {args.min_share}", f"--budget-ms {args.budget_ms}"]
         + [f"--timing-processes {args.timing_processes}"]
-        + ([f"--cut-gap {args.cut_gap}"] if args.cut_gap is not None else [])
+        + [f"--cut-gap {args.cut_gap}"]
         + [f"--{k} {v}" for k, v in (("name", args.name), ("dtype", args.dtype)) if v]
         + [f"--override {o}" for o in args.override]
     )
@@ -219,9 +219,9 @@ def parser() -> argparse.ArgumentParser:
     cap.add_argument(
         "--cut-gap",
         type=float,
-        default=None,
-        help="once --coverage is reached, go on to the first group more than this fraction below the one before "
-        "(e.g. 0.15), so groups of near-equal share are taken or left together",
+        default=0.15,
+        help="once --coverage is reached, go on to the first group more than this fraction below the one before, "
+        "so groups of near-equal share are taken or left together (0: cut as soon as --coverage is reached)",
     )
     cap.add_argument("--budget-ms", type=float, default=100.0, help="time spent timing each call group")
     cap.add_argument(

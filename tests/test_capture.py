@@ -290,12 +290,18 @@ def test_a_cut_gap_takes_or_leaves_near_equal_groups_together():
     assert _cut(first, 0.5, 0.15) == [0]  # 0.3 is 40% below 0.5: the cut stays at the target
 
 
-def test_capture_with_a_cut_gap_goes_on_to_the_first_gap(tmp_path):
+def test_capture_cuts_at_the_first_gap_by_default_and_lists_what_lies_past_it(tmp_path):
     argv = ["capture", "--model", FIXTURE, "--device", "cpu", "--out", str(tmp_path), "--budget-ms", "5"]
-    assert main([*argv, "--min-share", "0.0001", "--coverage", "0.5", "--cut-gap", "0.15"]) == 0
+    assert main([*argv, "--min-share", "0.0001", "--coverage", "0.5"]) == 0
     manifest = manifest_of(tmp_path)
     assert "--cut-gap 0.15" in manifest["command"] and manifest["coverage"] >= 0.5
-    assert main([*argv, "--cut-gap", "1.5"]) == 2  # outside (0, 1): one sentence before anything runs
+    taken = [t["time_share"] for t in manifest["tasks"]]
+    past = [g["time_share"] for g in manifest["below_cut"]]
+    if past:  # the first group past the cut is more than 15% below the last one taken
+        assert past[0] < 0.85 * taken[-1] and past == sorted(past, reverse=True)
+    assert main([*argv, "--min-share", "0.0001", "--coverage", "0.5", "--cut-gap", "0"]) == 0  # 0: no gap rule
+    assert "--cut-gap 0.0" in manifest_of(tmp_path)["command"]
+    assert main([*argv, "--cut-gap", "1.5"]) == 2  # outside [0, 1): one sentence before anything runs
 
 
 def test_an_in_place_activation_reads_the_norm_it_follows():

@@ -106,8 +106,9 @@ def capture(
         raise ForgeBenchError(f"--min-share {min_share} is outside (0, 1); give a share such as 0.001.")
     if not 0.0 < coverage <= 1.0:
         raise ForgeBenchError(f"--coverage {coverage} is outside (0, 1]; give a share of time such as 0.9.")
-    if cut_gap is not None and not 0.0 < cut_gap < 1.0:
-        raise ForgeBenchError(f"--cut-gap {cut_gap} is outside (0, 1); give a relative drop such as 0.15.")
+    if cut_gap is not None and not 0.0 <= cut_gap < 1.0:
+        raise ForgeBenchError(f"--cut-gap {cut_gap} is outside [0, 1); give a relative drop such as 0.15.")
+    cut_gap = cut_gap or None  # 0: no gap rule
     result = record_and_time(workload, device, settings, progress)
     if not result.total_ms:
         reasons = {g.untimed for g in result.groups if g.untimed} or {"the forward made no ATen call"}

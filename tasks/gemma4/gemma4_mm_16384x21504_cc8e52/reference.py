@@ -33,8 +33,8 @@ def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
 
 def get_inputs():
     return [
-        draw([16384, 5376], torch.bfloat16, low=-6, high=5, mean=-0.000529598, std=0.999488),
-        draw([5376, 21504], torch.bfloat16, low=-0.103516, high=0.113281, mean=2.26193e-05, std=0.0200063, stride=[1, 5376]),
+        draw([16384, 5376], torch.bfloat16, low=-5.03125, high=5.0625, mean=0.000966336, std=0.999928),
+        draw([5376, 21504], torch.bfloat16, low=-0.101562, high=0.101074, mean=3.24494e-06, std=0.020001, stride=[1, 5376]),
     ]
 
 

@@ -33,7 +33,7 @@ def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
 
 def get_inputs():
     return [
-        draw([524288, 128], torch.float32, low=-6.375, high=6.25, mean=0.000445731, std=1.27785),
+        draw([524288, 128], torch.float32, low=-6.46875, high=6.3125, mean=0.000136761, std=1.2768),
     ]
 
 

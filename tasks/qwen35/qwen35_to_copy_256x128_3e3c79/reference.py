@@ -1,19 +1,17 @@
-"""A fused region of gemma4: gelu -> mul, at its captured shapes ([8, 1, 21504] bfloat16). It returns the region's last result only."""
+"""aten._to_copy from qwen35 at its captured shapes: [256, 128] float32."""
 
 import torch
 import torch.nn as nn
 
 
 class Model(nn.Module):
-    """2 calls gemma4 makes in a row, each reading an earlier one's result."""
+    """aten._to_copy.default exactly as qwen35 calls it (384 calls with these arguments)."""
 
     def __init__(self):
         super().__init__()
 
     def forward(self, x0):
-        t0 = torch.ops.aten.gelu.default(x0, approximate='tanh')
-        t1 = torch.ops.aten.mul.Tensor(t0, x0)
-        return t1
+        return torch.ops.aten._to_copy.default(x0, dtype=torch.bfloat16)
 
 
 def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
@@ -35,7 +33,7 @@ def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
 
 def get_inputs():
     return [
-        draw([8, 1, 21504], torch.bfloat16, low=-6.15625, high=6.09375, mean=-0.00153614, std=1.46669),
+        draw([256, 128], torch.float32, low=-1.55707, high=1.75218, mean=0.000967259, std=0.112062),
     ]
 
 

@@ -1,19 +1,17 @@
-"""A fused region of gemma4: gelu -> mul, at its captured shapes ([8, 2048, 21504] bfloat16). It returns the region's last result only."""
+"""aten.neg from gemma4 at its captured shapes: [8, 2048, 32, 128] bfloat16."""
 
 import torch
 import torch.nn as nn
 
 
 class Model(nn.Module):
-    """2 calls gemma4 makes in a row, each reading an earlier one's result."""
+    """aten.neg.default exactly as gemma4 calls it (50 calls with these arguments)."""
 
     def __init__(self):
         super().__init__()
 
     def forward(self, x0):
-        t0 = torch.ops.aten.gelu.default(x0, approximate='tanh')
-        t1 = torch.ops.aten.mul.Tensor(t0, x0)
-        return t1
+        return torch.ops.aten.neg.default(x0)
 
 
 def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
@@ -35,7 +33,7 @@ def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
 
 def get_inputs():
     return [
-        draw([8, 2048, 21504], torch.bfloat16, low=-7.625, high=7.75, mean=-0.000451333, std=1.46688),
+        draw([8, 2048, 32, 128], torch.bfloat16, low=-4.8125, high=4.65625, mean=-0.000229184, std=0.999176, stride=[16777216, 8192, 256, 1]),
     ]
 
 

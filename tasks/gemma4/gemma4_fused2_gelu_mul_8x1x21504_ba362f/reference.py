@@ -1,0 +1,44 @@
+"""A fused region of gemma4: gelu -> mul, at its captured shapes ([8, 1, 21504] bfloat16, [8, 1, 21504] bfloat16). It returns the region's last result only."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """2 calls gemma4 makes in a row, each reading an earlier one's result."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x0, x1):
+        t0 = torch.ops.aten.gelu.default(x0, approximate='tanh')
+        t1 = torch.ops.aten.mul.Tensor(t0, x1)
+        return t1
+
+
+def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
+    """A tensor of `shape` and `dtype` whose values look like the captured ones: integers uniform in
+    [low, high] (so indices stay in range), booleans true with probability `mean`, floats normal
+    with `mean` and `std` clipped to [low, high] (so inputs that were positive stay positive).
+    With `stride`, the tensor is a strided view of a fresh buffer, laid out as the model's was."""
+    size = list(shape)
+    if stride is not None:
+        size = [1 + sum((n - 1) * s for n, s in zip(shape, stride))] if all(shape) else [0]
+    if dtype == torch.bool:
+        values = torch.rand(size) < mean
+    elif dtype.is_floating_point:
+        values = (torch.randn(size) * std + mean).clamp(low, high).to(dtype)
+    else:
+        values = torch.randint(int(low), int(high) + 1, size, dtype=dtype)
+    return values if stride is None else values.as_strided(shape, stride)
+
+
+def get_inputs():
+    return [
+        draw([8, 1, 21504], torch.bfloat16, low=-6.5, high=6.25, mean=0.000168989, std=1.46528),
+        draw([8, 1, 21504], torch.bfloat16, low=-6.125, high=6.75, mean=0.00106394, std=1.46589),
+    ]
+
+
+def get_init_inputs():
+    return []

@@ -59,8 +59,18 @@ def replaced_clocks() -> list[str]:
     return [path for path, value in _BOUND.items() if _resolve(path) is not value]
 
 
-# Larger than any current GPU's L2 (H200: 60 MB), so a write of it evicts the previous call's data.
+# Larger than any current GPU's L2 (H200: 60 MB), so a pass over it evicts the previous call's data.
 _L2_FLUSH_BYTES = 256 * 1024 * 1024
+
+
+def flush_l2(buffer: torch.Tensor, mode: str = "read") -> None:
+    """Evict the L2 by a pass over `buffer`. "read" leaves it holding clean lines; "write" (a
+    memset, as triton.testing.do_bench does) leaves it full of dirty lines, whose write-back then
+    shares DRAM bandwidth with the next timed kernel and slows a small memory-bound one."""
+    if mode == "write":
+        buffer.zero_()
+    else:
+        buffer.view(torch.int64).sum()
 
 
 @dataclass(frozen=True)
@@ -123,19 +133,24 @@ class _Runner:
     by the call count, so a result cached by address or by a sample of the contents never hits."""
 
     def __init__(
-        self, fn: Callable[..., object], input_sets: Sequence[Sequence[Any]], working: list[Any], device: torch.device
+        self,
+        fn: Callable[..., object],
+        input_sets: Sequence[Sequence[Any]],
+        working: list[Any],
+        device: torch.device,
+        flush: str = "read",
     ):
-        self.fn, self.input_sets, self.working, self.device = fn, input_sets, working, device
+        self.fn, self.input_sets, self.working, self.device, self.flush_mode = fn, input_sets, working, device, flush
         self.calls = 0
         self.host_ms: list[float] = []  # each call's host time, from the last run
         self.lead_cycles = 0  # GPU cycles spun before each start event
-        self.flush = torch.empty(_L2_FLUSH_BYTES, dtype=torch.uint8, device=device) if device.type == "cuda" else None
+        self.flush = torch.zeros(_L2_FLUSH_BYTES, dtype=torch.uint8, device=device) if device.type == "cuda" else None
 
     def _prepare(self) -> None:
         load_into(self.working, self.input_sets[self.calls % len(self.input_sets)], roll=self.calls)
         self.calls += 1
         if self.flush is not None:
-            self.flush.zero_()
+            flush_l2(self.flush, self.flush_mode)
 
     def run(self, n: int) -> list[float]:
         self.host_ms = []
@@ -172,6 +187,7 @@ def measure(
     max_runs: int = 1000,
     working: list[Any] | None = None,
     gpu_lead: bool = False,
+    flush: str = "read",
 ) -> Timing:
     """Median time of fn over enough calls to fill budget_ms; inputs live in `working` (a clone of
     the first set unless given) and take the next set's contents before each call.
@@ -180,10 +196,10 @@ def measure(
     call takes the host to issue, so the call's launches are queued before the GPU reaches the event
     and the events time the call's GPU work, as in a model whose host runs ahead; without it, a call
     whose host time exceeds its kernels' time is timed at its host time. Host time beyond
-    _MAX_LEAD_MS still counts."""
+    _MAX_LEAD_MS still counts. `flush` is how the L2 is emptied before each call (see flush_l2)."""
     if not input_sets:
         raise ValueError("measure needs at least one input set")
-    runner = _Runner(fn, input_sets, working if working is not None else clone_inputs(input_sets[0]), device)
+    runner = _Runner(fn, input_sets, working if working is not None else clone_inputs(input_sets[0]), device, flush)
     estimate = max(runner.run(1)[0], 1e-3)  # the first call pays lazy initialisation: never counted
     runner.run(max(1, min(max_runs, int(warmup_ms / estimate))))
     estimate = max(statistics.median(runner.run(3)), 1e-3)

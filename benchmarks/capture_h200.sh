@@ -6,7 +6,7 @@ set -u
 log=${1:?log folder}; second=${2:?second capture folder}; shift 2
 models=${*:-resnet50 sd35 qwen35 gemma4}
 budget=${BUDGET_MS:-30}
-processes=${PROCESSES:-3}  # each group's time is its median over this many processes
+processes=${PROCESSES:-3}  # each group's time is the fastest of this many processes
 gap=${CUT_GAP:+--cut-gap $CUT_GAP}  # default 0.15 (near-equal groups at the coverage cut go together); CUT_GAP=0: off
 for model in $models; do
   for pass in 1 2; do

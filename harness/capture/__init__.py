@@ -118,6 +118,7 @@ def capture(
     emit(result, folder, min_share, coverage, cut_gap)
     timing = {"budget_ms": settings.budget_ms, "warmup_ms": settings.warmup_ms, "input_sets": settings.input_sets}
     timing["processes"] = settings.processes
+    timing["across_processes"] = "fastest"  # replay.time_groups_in_processes (before 2026-11-30: median)
     timing["cudnn_benchmark"] = torch.backends.cudnn.benchmark
     timing["l2_flush"] = "read" if device.type == "cuda" else None  # timing.flush_l2 before each replayed call
     path = write_manifest(folder, manifest(result, command, workload.settings, (min_share, coverage), timing))

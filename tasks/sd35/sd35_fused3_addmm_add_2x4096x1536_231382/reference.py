@@ -36,11 +36,11 @@ def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
 
 def get_inputs():
     return [
-        draw([1536], torch.bfloat16, low=-0.0255127, high=0.0255127, mean=0.000166375, std=0.0148745),
-        draw([8192, 1536], torch.bfloat16, low=-4.84375, high=4.125, mean=-0.00159954, std=1.00547),
-        draw([1536, 1536], torch.bfloat16, low=-0.0255127, high=0.0255127, mean=7.32486e-06, std=0.0147348, stride=[1, 1536]),
-        draw([2, 1, 1536], torch.bfloat16, low=-0.310547, high=0.242188, mean=-0.000895411, std=0.0681453, stride=[13824, 1536, 1]),
-        draw([2, 4096, 1536], torch.bfloat16, low=-3.45312, high=3.79688, mean=0.366422, std=0.840299),
+        draw([1536], torch.bfloat16, low=-0.0255127, high=0.0253906, mean=-0.000272433, std=0.0149437),
+        draw([8192, 1536], torch.bfloat16, low=-4.8125, high=5.125, mean=0.000452281, std=0.99999),
+        draw([1536, 1536], torch.bfloat16, low=-0.0255127, high=0.0255127, mean=7.56384e-06, std=0.0147331, stride=[1, 1536]),
+        draw([2, 1, 1536], torch.bfloat16, low=-0.255859, high=0.285156, mean=0.000302405, std=0.0678512, stride=[13824, 1536, 1]),
+        draw([2, 4096, 1536], torch.bfloat16, low=-3.46875, high=4.1875, mean=0.367068, std=0.835983),
     ]
 
 

@@ -1,0 +1,42 @@
+"""aten.mul from sd35 at its captured shapes: [2, 1, 1536] bfloat16, [2, 333, 1536] bfloat16."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """aten.mul.Tensor exactly as sd35 calls it (1840 calls with these arguments)."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x0, x1):
+        return torch.ops.aten.mul.Tensor(x0, x1)
+
+
+def draw(shape, dtype, low=-1.0, high=1.0, mean=0.0, std=1.0, stride=None):
+    """A tensor of `shape` and `dtype` whose values look like the captured ones: integers uniform in
+    [low, high] (so indices stay in range), booleans true with probability `mean`, floats normal
+    with `mean` and `std` clipped to [low, high] (so inputs that were positive stay positive).
+    With `stride`, the tensor is a strided view of a fresh buffer, laid out as the model's was."""
+    size = list(shape)
+    if stride is not None:
+        size = [1 + sum((n - 1) * s for n, s in zip(shape, stride))] if all(shape) else [0]
+    if dtype == torch.bool:
+        values = torch.rand(size) < mean
+    elif dtype.is_floating_point:
+        values = (torch.randn(size) * std + mean).clamp(low, high).to(dtype)
+    else:
+        values = torch.randint(int(low), int(high) + 1, size, dtype=dtype)
+    return values if stride is None else values.as_strided(shape, stride)
+
+
+def get_inputs():
+    return [
+        draw([2, 1, 1536], torch.bfloat16, low=-0.253906, high=0.238281, mean=-0.00157418, std=0.0680645, stride=[9216, 1536, 1]),
+        draw([2, 333, 1536], torch.bfloat16, low=-0.730469, high=0.636719, mean=0.0063976, std=0.192588),
+    ]
+
+
+def get_init_inputs():
+    return []

@@ -16,6 +16,7 @@ COLUMNS = [
     "correct",
     "geomean_speedup",
     "geomean_correct",
+    "geomean_vs_compile",
     "fast_1",
     "cost_usd",
     "llm_calls",
@@ -25,8 +26,11 @@ TASK_COLUMNS = [
     "task",
     "correct",
     "speedup_vs_eager",
+    "speedup_vs_compile",
     "time_ms",
     "eager_ms",
+    "compile_ms",
+    "sol_fraction",
     "rounds",
     "llm_calls",
     "cost_usd",
@@ -57,7 +61,7 @@ def task_runs(tracking_uri: str, experiment: str, parent_run_id: str | None = No
             }
         )
     frame = pd.DataFrame(rows)
-    for column in ("speedup_vs_eager", "cost_usd", "llm_calls", "correct"):
+    for column in ("speedup_vs_eager", "speedup_vs_compile", "cost_usd", "llm_calls", "correct"):
         if column not in frame:
             frame[column] = math.nan
     return frame
@@ -88,6 +92,7 @@ def summarize(tasks: pd.DataFrame) -> pd.DataFrame:
                 "correct": int(correct.sum()),
                 "geomean_speedup": _geomean(speedup.fillna(1.0).clip(lower=1.0)),
                 "geomean_correct": _geomean(speedup),
+                "geomean_vs_compile": _geomean(group["speedup_vs_compile"].where(correct)),
                 "fast_1": float((speedup > 1.0).sum()) / len(group),
                 "cost_usd": float(group["cost_usd"].fillna(0).sum()),
                 "llm_calls": int(group["llm_calls"].fillna(0).sum()),
@@ -102,4 +107,5 @@ def render(frame: pd.DataFrame, columns: list[str] | None = None) -> str:
     from tabulate import tabulate
 
     shown = frame[[c for c in (columns or COLUMNS) if c in frame]]
+    shown = shown.dropna(axis=1, how="all")  # a measure no run took (compile on a run without it)
     return tabulate(shown, headers="keys", tablefmt="github", showindex=False, floatfmt=".3g")

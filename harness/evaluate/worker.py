@@ -110,7 +110,7 @@ def run_reference(request: dict, device: torch.device, reference) -> dict:
 
     start = clock()
     times = baselines.measure_all(
-        request["baselines"], sample, check, _timing_sets(reference, request, device), request["timing"]
+        request["baselines"], sample, check, _timing_sets(reference, request, device), request["baseline_timing"]
     )
     phases["baselines_s"] = clock() - start
     record = {

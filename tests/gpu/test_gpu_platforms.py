@@ -186,3 +186,37 @@ def test_with_a_gpu_lead_a_host_bound_call_is_timed_at_its_gpu_work():
     led = timing.measure(slow_host, [[x]], device, budget_ms=50, warmup_ms=5, gpu_lead=True)
     assert plain.median_ms >= 0.2 and plain.lead_ms == 0.0  # the events waited for the host
     assert led.lead_ms >= 0.3 and led.median_ms < 0.1, led  # the launch was queued before the start event
+
+
+# 256 tiny launches: eager's host takes about twice as long to issue them as the GPU to run them.
+_MANY_LAUNCHES = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        for _ in range(256):
+            x = x * 1.0001
+        return x
+
+
+def get_inputs():
+    return [torch.randn(4096)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_baselines_are_timed_at_their_gpu_work_unless_the_lead_is_off(make_evaluator, tmp_path):
+    task_file = tmp_path / "many_launches.py"
+    task_file.write_text(_MANY_LAUNCHES)
+    task, source = resolve_one(str(task_file)), _MANY_LAUNCHES + "\nModelNew = Model\n"
+    led = make_evaluator("cuda", OVERRIDES, **SETTINGS).evaluate(task, source)
+    plain = make_evaluator("cuda", OVERRIDES, **SETTINGS, baseline_gpu_lead=False).evaluate(task, source)
+    led_ms, led_host = led.baselines["eager_ms"], led.baselines_host_ms["eager_host_ms"]
+    plain_ms, plain_host = plain.baselines["eager_ms"], plain.baselines_host_ms["eager_host_ms"]
+    assert plain_ms >= 0.8 * plain_host, (plain_ms, plain_host)  # without the lead: the host's time
+    assert led_ms < 0.8 * led_host, (led_ms, led_host)  # with it: 256 small kernels, queued ahead

@@ -10,9 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
+from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.evaluate import timing
 
 SIZES_MB = (4, 16, 50, 100, 400)

@@ -127,7 +127,7 @@ def _first_line(exc: BaseException) -> str:
 def _capture(args: argparse.Namespace) -> int:
     import torch
 
-    from harness.capture import capture
+    from harness.capture import CUT_GAP, capture
     from harness.capture.replay import ReplaySettings
     from harness.capture.sources import dtype_of, from_builtin, from_factory
     from harness.tasks import TASKS_ROOT
@@ -142,11 +142,12 @@ def _capture(args: argparse.Namespace) -> int:
     else:
         workload = from_builtin(args.model, device, args.dtype, args.override)
     out = Path(args.out) if args.out else TASKS_ROOT
+    cut_gap = CUT_GAP if args.cut_gap is None else args.cut_gap
     command = " ".join(
         ["forgebench capture", f"--model {args.model}", f"--device {device.type}", f"--out {out}"]
         + [f"--coverage {args.coverage}", f"--min-share {args.min_share}", f"--budget-ms {args.budget_ms}"]
         + [f"--timing-processes {args.timing_processes}"]
-        + [f"--cut-gap {args.cut_gap}"]
+        + [f"--cut-gap {cut_gap}"]
         + [f"--{k} {v}" for k, v in (("name", args.name), ("dtype", args.dtype)) if v]
         + [f"--override {o}" for o in args.override]
     )
@@ -154,7 +155,7 @@ def _capture(args: argparse.Namespace) -> int:
         raise ForgeBenchError(f"--timing-processes {args.timing_processes}: give 1 or more processes.")
     settings = ReplaySettings(budget_ms=args.budget_ms, warmup_ms=args.budget_ms / 5, processes=args.timing_processes)
     result, manifest = capture(
-        workload, device, out, args.min_share, args.coverage, settings, command, progress=print, cut_gap=args.cut_gap
+        workload, device, out, args.min_share, args.coverage, settings, command, progress=print, cut_gap=cut_gap
     )
     print(
         f"{len(result.tasks)} tasks and {len(result.fused_tasks)} fused tasks from {result.calls} calls "
@@ -219,9 +220,10 @@ def parser() -> argparse.ArgumentParser:
     cap.add_argument(
         "--cut-gap",
         type=float,
-        default=0.15,
-        help="once --coverage is reached, go on to the first group more than this fraction below the one before, "
-        "so groups of near-equal share are taken or left together (0: cut as soon as --coverage is reached)",
+        default=None,
+        help="once --coverage is reached, go on to the first group more than this fraction below the one before "
+        "(or down to --min-share), so groups of near-equal share are taken or left together "
+        "(default 0.15; 0: cut as soon as --coverage is reached)",
     )
     cap.add_argument("--budget-ms", type=float, default=100.0, help="time spent timing each call group")
     cap.add_argument(

@@ -38,6 +38,9 @@ TASK_COLUMNS = [
 ]
 
 
+OPTIONAL_COLUMNS = ["speedup_vs_compile", "compile_ms", "sol_fraction", "geomean_vs_compile"]
+
+
 def task_runs(tracking_uri: str, experiment: str, parent_run_id: str | None = None) -> pd.DataFrame:
     """One row per task run, with its suite run's tags."""
     from harness.record import mlflow_client
@@ -107,5 +110,7 @@ def render(frame: pd.DataFrame, columns: list[str] | None = None) -> str:
     from tabulate import tabulate
 
     shown = frame[[c for c in (columns or COLUMNS) if c in frame]]
-    shown = shown.dropna(axis=1, how="all")  # a measure no run took (compile on a run without it)
+    # Columns of a baseline or measure the runs may not have taken (compile on a run without it).
+    optional = [c for c in OPTIONAL_COLUMNS if c in shown and shown[c].isna().all()]
+    shown = shown.drop(columns=optional)
     return tabulate(shown, headers="keys", tablefmt="github", showindex=False, floatfmt=".3g")

@@ -20,6 +20,7 @@ from harness.capture.record import CallRecorder
 from harness.capture.replay import ReplaySettings, time_groups_in_processes, time_workload
 from harness.capture.sources import Workload
 from harness.errors import ForgeBenchError
+from harness.evaluate.timing import L2_FLUSH
 
 
 def record_and_time(
@@ -47,6 +48,11 @@ def record_and_time(
     return CaptureResult(workload.name, device, groups, recorder.calls, fused=fused, model_time_ms=model_ms)
 
 
+# Once the coverage target is met, the cut goes on to the first group this much below the one
+# before it (past_cut): the default of `forgebench capture --cut-gap`.
+CUT_GAP = 0.15
+
+
 def past_cut(share: float, previous: float | None, covered: bool, cut_gap: float | None) -> bool:
     """Whether the cut falls before a group with `share` (groups go costliest first; `previous` is the
     share of the one before it). Without `cut_gap`, as soon as the tasks cover the target. With it,
@@ -58,7 +64,9 @@ def past_cut(share: float, previous: float | None, covered: bool, cut_gap: float
     return cut_gap is None or previous is None or share < (1.0 - cut_gap) * previous
 
 
-def emit(result: CaptureResult, folder: Path, min_share: float, coverage: float, cut_gap: float | None = None) -> None:
+def emit(
+    result: CaptureResult, folder: Path, min_share: float, coverage: float, cut_gap: float | None = CUT_GAP
+) -> None:
     """Replace the folder's previous capture: a task per group, costliest first, until the tasks
     cover `coverage` of the time (see past_cut) while the group has at least `min_share` of it;
     then a fused task per fused region with at least `min_share`."""
@@ -67,9 +75,11 @@ def emit(result: CaptureResult, folder: Path, min_share: float, coverage: float,
             shutil.rmtree(folder / old)
     device = result.device.type
     previous = None
-    for group in sorted(result.groups, key=lambda g: -g.total_ms):
+    ordered = sorted(result.groups, key=lambda g: -g.total_ms)
+    for at, group in enumerate(ordered):
         share = result.share(group)
         if share < min_share or share == 0.0 or past_cut(share, previous, result.coverage >= coverage, cut_gap):
+            result.below_cut = [g for g in ordered[at:] if result.share(g) > 0.0 and not g.why_not_task()][:8]
             break
         previous = share
         why = group.why_not_task()
@@ -99,7 +109,7 @@ def capture(
     settings: ReplaySettings,
     command: str,
     progress: Callable[[str], None] = lambda _: None,
-    cut_gap: float | None = None,
+    cut_gap: float | None = CUT_GAP,
 ) -> tuple[CaptureResult, Path]:
     """Capture a workload into out/<model>/: task folders and manifest.yaml."""
     if not 0.0 < min_share < 1.0:
@@ -120,6 +130,6 @@ def capture(
     timing["processes"] = settings.processes
     timing["across_processes"] = "fastest"  # replay.time_groups_in_processes (before 2026-11-30: median)
     timing["cudnn_benchmark"] = torch.backends.cudnn.benchmark
-    timing["l2_flush"] = "read" if device.type == "cuda" else None  # timing.flush_l2 before each replayed call
+    timing["l2_flush"] = L2_FLUSH if device.type == "cuda" else None  # before each replayed call
     path = write_manifest(folder, manifest(result, command, workload.settings, (min_share, coverage), timing))
     return result, path

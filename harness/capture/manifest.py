@@ -33,6 +33,7 @@ class CaptureResult:
     tasks: dict[str, CallGroup] = field(default_factory=dict)  # task id -> group
     fused_tasks: dict[str, FusedGroup] = field(default_factory=dict)  # task id -> fused region
     skipped: list[tuple[CallGroup, str]] = field(default_factory=list)  # above threshold, not a task
+    below_cut: list[CallGroup] = field(default_factory=list)  # the costliest groups past the cut (emit)
     model_time_ms: float | None = None
 
     @property
@@ -73,12 +74,6 @@ def _by_operator(result: CaptureResult) -> list[dict]:
         entry[2] += group.count
     ranked = sorted(totals.items(), key=lambda kv: -kv[1][0])
     return [{"operator": op, "time_share": round(s, 6), "groups": g, "calls": c} for op, (s, g, c) in ranked]
-
-
-def _below_cut(result: CaptureResult, count: int = 8) -> list:
-    taken = {id(g) for g in result.tasks.values()} | {id(g) for g, _ in result.skipped}
-    rest = [g for g in result.groups if id(g) not in taken and result.share(g) > 0.0 and not g.why_not_task()]
-    return sorted(rest, key=lambda g: -g.total_ms)[:count]
 
 
 def manifest(
@@ -136,7 +131,7 @@ def manifest(
                 "call_count": g.count,
                 "output_shapes": [list(o.shape) for o in costs.returned_outputs(g)],
             }
-            for g in _below_cut(result)
+            for g in result.below_cut
         ],
         "skipped": [
             {"operator": g.name, "time_share": round(result.share(g), 6), "why": why} for g, why in result.skipped

@@ -96,6 +96,7 @@ class Evaluator:
     def _request(self, task: Task, mode: str, folder: Path, **extra) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         s = self.settings
+        budget = {"budget_ms": s.budget_ms, "warmup_ms": s.warmup_ms}
         request = {
             "mode": mode,
             "reference_path": str(task.reference_path),
@@ -103,8 +104,8 @@ class Evaluator:
             "init_seed": s.init_seed,
             "check_seeds": s.check_seeds,
             "timing_seeds": s.timing_seeds,
-            "timing": {"budget_ms": s.budget_ms, "warmup_ms": s.warmup_ms, "gpu_lead": s.gpu_lead},
-            "baseline_timing": {"budget_ms": s.budget_ms, "warmup_ms": s.warmup_ms, "gpu_lead": s.baseline_gpu_lead},
+            "timing": {**budget, "gpu_lead": s.gpu_lead},
+            "baseline_timing": {**budget, "gpu_lead": s.baseline_gpu_lead},
             "baselines": self.platform.baselines,
             "tolerance": task.tolerance,
             "outputs_path": str(folder / "outputs.bin"),

@@ -220,3 +220,4 @@ def test_baselines_are_timed_at_their_gpu_work_unless_the_lead_is_off(make_evalu
     plain_ms, plain_host = plain.baselines["eager_ms"], plain.baselines_host_ms["eager_host_ms"]
     assert plain_ms >= 0.8 * plain_host, (plain_ms, plain_host)  # without the lead: the host's time
     assert led_ms < 0.8 * led_host, (led_ms, led_host)  # with it: 256 small kernels, queued ahead
+    assert led_ms < 0.8 * plain_ms, (led_ms, plain_ms)

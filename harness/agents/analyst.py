@@ -81,7 +81,39 @@ def profile_table(profile: dict) -> str:
         return f"No profile ({reason or 'none usable was recorded'})."
     if profile["time"] == "host":
         scope += " A kernel called through ctypes is no PyTorch op: its time is `ModelNew.forward`'s self time."
-    return "\n".join([scope, "", "| op or kernel | calls | self time (us) | share |", "|---|---|---|---|", *rows])
+    table = [scope, "", "| op or kernel | calls | self time (us) | share |", "|---|---|---|---|", *rows]
+    return "\n".join(table + ncu_table(profile.get("ncu")))
+
+
+def _cell(kernel: dict, key: str, digits: int = 0) -> str:
+    value = kernel.get(key)
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value or "?")
+
+
+def ncu_table(ncu: dict | None) -> list[str]:
+    """Nsight Compute's metrics per kernel (harness/evaluate/ncu.py), or why there are none; nothing
+    where none was asked for (a CPU)."""
+    if not isinstance(ncu, dict):
+        return []
+    kernels = ncu.get("kernels")
+    if not isinstance(kernels, list) or not kernels:
+        return ["", f"Nsight Compute: no metrics ({ncu.get('error') or 'none recorded'})."]
+    rows = [
+        f"| `{_short(str(k.get('kernel', '?')), 80)}` | {k['time_ns'] / 1e3:.1f} | {_cell(k, 'dram_pct')} | "
+        f"{_cell(k, 'sm_pct')} | {_cell(k, 'occupancy_pct')} | {_cell(k, 'l2_hit_pct')} | {_cell(k, 'registers')} | "
+        f"{_cell(k, 'grid')} | {_cell(k, 'block')} |"
+        for k in kernels
+        if isinstance(k, dict) and isinstance(k.get("time_ns"), float)
+    ]
+    return [
+        "",
+        "Nsight Compute, one call of forward, per kernel (percentages of the device's sustained peak; "
+        "occupancy is achieved warps of the maximum):",
+        "",
+        "| kernel | time (us) | DRAM % | SM % | occupancy % | L2 hit % | registers | grid | block |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *rows,
+    ]
 
 
 def analyst_messages(ctx: AgentContext, node: Node, profile: dict) -> list[dict[str, str]]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import ForgeBenchError
-from harness.evaluate import baselines, confine
+from harness.evaluate import baselines, confine, ncu
 from harness.evaluate.result import EvalResult
 from harness.evaluate.roofline import floor_ms
 from harness.evaluate.sandbox import (
@@ -52,6 +52,9 @@ class EvalSettings:
     # wrapper: 60-150 us a call on the H200, docs/benchmarks.md, fifth session). A candidate timed
     # without the lead is then compared with its baselines' GPU time: the speedup errs low, not high.
     baseline_gpu_lead: bool = True
+    # Nsight Compute metrics of each profiled correct candidate (the analyst's), on a GPU whose ncu
+    # reads the counters (harness/evaluate/ncu.py); where it cannot, the profile says why.
+    ncu: bool = True
 
 
 @dataclass
@@ -117,7 +120,13 @@ class Evaluator:
         return path
 
     def _run(
-        self, request: Path, folder: Path, timeout_s: float, task: Task, trusted: bool = False
+        self,
+        request: Path,
+        folder: Path,
+        timeout_s: float,
+        task: Task,
+        trusted: bool = False,
+        pool: ZygotePool | None = None,
     ) -> tuple[dict | None, str]:
         """Run one worker. A trusted one (the reference and its baselines) keeps our user and has
         compiler caches of its own: Inductor and Triton caches hold code that gets executed, so a
@@ -131,7 +140,7 @@ class Evaluator:
             Confinement.for_worker(folder, [task.reference_path.parent], shared_dirs) if self._confine else None
         )
         drop = self.platform.drop_privileges and not trusted
-        exit_ = self._workers.run(request, folder, timeout_s, memory_gb, env, drop, confinement)
+        exit_ = (pool or self._workers).run(request, folder, timeout_s, memory_gb, env, drop, confinement)
         # What a worker wrote (outputs that pass the checks) is closed to every later worker.
         close_to_workers(folder)
         result_path = folder / "result.json"
@@ -194,11 +203,42 @@ class Evaluator:
                     reason=f"the worker's record is unusable ({type(exc).__name__}: {exc})",
                 )
         result.phases["worker_s"] = worker_s
+        if profile and result.correct and self.platform.device == "cuda" and self.settings.ncu:
+            start = time.perf_counter()
+            result.profile["ncu"] = self._ncu_profile(task, candidate_source, folder.with_name(folder.name + "-ncu"))
+            result.phases["ncu_s"] = time.perf_counter() - start
         if record is not None and isinstance(record.get("wall_s"), (int, float)):
             # Forking the worker, its set-up, and reading its record: what the worker's clock misses.
             result.phases["worker_start_s"] = max(0.0, worker_s - record["wall_s"])
         result.phases["wall_s"] = time.perf_counter() - started
         return result
+
+    def _ncu_profile(self, task: Task, candidate_source: str, folder: Path) -> dict:
+        """The candidate's kernels under Nsight Compute, run by a worker as confined as any other
+        (ncu.py): {"kernels": [...]}, or {"error": why there are none}. Advisory: it never changes
+        a verdict."""
+        found = ncu.find()
+        if found is None:
+            return {"error": "no ncu on this machine (set FORGEBENCH_NCU to its path)"}
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "candidate.py").write_text(candidate_source)
+        own = folder.parent / (folder.name + "-tool")  # ncu's own files, apart from the worker's
+        (own / "home").mkdir(parents=True, exist_ok=True)
+        log = own / "ncu.csv"
+        tool_env = {"HOME": str(own / "home"), "TMPDIR": str(own)}
+        pool = ZygotePool(self.platform.preload, ncu.wrapper(found, log), tool_env)
+        request = self._request(task, "ncu", folder, candidate_path=str(folder / "candidate.py"))
+        try:
+            record, failure = self._run(request, folder, self.settings.timeout_s, task, pool=pool)
+        except RuntimeError as exc:  # the zygote under ncu did not start or died
+            record, failure = None, str(exc)
+        finally:
+            pool.close(grace_s=60.0)  # ncu writes its report when the zygote exits
+        report = log.read_text(errors="replace") if log.is_file() else ""
+        kernels = ncu.parse(report)
+        if kernels:
+            return {"kernels": kernels, "metrics": dict(ncu.METRICS)}
+        return {"error": failure.splitlines()[0][:300] if record is None and failure else ncu.failure(report)}
 
     def _judge(self, task: Task, record: dict, reference: _Reference, folder: Path) -> EvalResult:
         result = EvalResult(

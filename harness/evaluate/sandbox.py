@@ -130,19 +130,26 @@ def prepare_workdir(
 
 
 class _Zygote:
-    def __init__(self, preload: list[str]):
+    def __init__(self, preload: list[str], wrapper: list[str], env: dict[str, str]):
         self.lock = threading.Lock()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.evaluate.zygote", *preload],
+            [*wrapper, sys.executable, "-m", "harness.evaluate.zygote", *preload],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env={**base_env(), "PYTHONUNBUFFERED": "1"},
+            env={**base_env(), **env, "PYTHONUNBUFFERED": "1"},
             text=True,
             start_new_session=True,
         )
-        ready = self.proc.stdout.readline()
+        ready = self._answer()
         if not ready.strip().startswith('{"ready"'):
             raise RuntimeError(f"the worker zygote failed to start: {ready!r}")
+
+    def _answer(self) -> str:
+        """The zygote's next line; a wrapper (ncu) may print lines of its own on the same stream."""
+        line = self.proc.stdout.readline()
+        while line and not line.startswith("{"):
+            line = self.proc.stdout.readline()
+        return line
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -150,12 +157,21 @@ class _Zygote:
     def run(self, job: dict) -> dict:
         self.proc.stdin.write(json.dumps(job) + "\n")
         self.proc.stdin.flush()
-        answer = self.proc.stdout.readline()
+        answer = self._answer()
         if not answer:
             raise RuntimeError("the worker zygote died")
         return json.loads(answer)
 
-    def close(self) -> None:
+    def close(self, grace_s: float = 0.0) -> None:
+        """Stop the zygote: at once, or (grace_s) by closing its input and waiting, so that a
+        wrapper writes its report when the zygote exits."""
+        if grace_s:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=grace_s)
+                return
+            except subprocess.TimeoutExpired:
+                pass
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -164,10 +180,15 @@ class _Zygote:
 
 
 class ZygotePool:
-    """Zygotes with `preload` imported; one per evaluation running at the same time."""
+    """Zygotes with `preload` imported; one per evaluation running at the same time. With a
+    `wrapper` (ncu's command line) each zygote runs under it, and its workers keep the environment
+    the wrapper gave the zygote (base_env plus `env` and the wrapper's own variables)."""
 
-    def __init__(self, preload: list[str] | None = None):
+    def __init__(
+        self, preload: list[str] | None = None, wrapper: list[str] | None = None, env: dict[str, str] | None = None
+    ):
         self.preload = list(preload or [])
+        self.wrapper, self.env = list(wrapper or []), dict(env or {})
         self._zygotes: list[_Zygote] = []
         self._lock = threading.Lock()
 
@@ -177,7 +198,7 @@ class ZygotePool:
                 if zygote.alive() and zygote.lock.acquire(blocking=False):
                     return zygote
             self._zygotes = [z for z in self._zygotes if z.alive()]
-            zygote = _Zygote(self.preload)
+            zygote = _Zygote(self.preload, self.wrapper, self.env)
             zygote.lock.acquire()
             self._zygotes.append(zygote)
             return zygote
@@ -202,6 +223,7 @@ class ZygotePool:
             "env": env,
             "drop_privileges": drop_privileges,
             "confinement": asdict(confinement) if confinement else None,
+            "inherit_env": bool(self.wrapper),  # the wrapper's variables (ncu's injection) must reach cuInit
         }
         zygote = self._acquire()
         try:
@@ -215,10 +237,10 @@ class ZygotePool:
         code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         return WorkerExit(code, log)
 
-    def close(self) -> None:
+    def close(self, grace_s: float = 0.0) -> None:
         with self._lock:
             for zygote in self._zygotes:
-                zygote.close()
+                zygote.close(grace_s)
             self._zygotes = []
 
 

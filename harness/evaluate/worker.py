@@ -211,6 +211,29 @@ def _profile(model, inputs: list[Any], device: torch.device) -> dict:
     return {"time": "device" if on_gpu else "host", "forward_calls": _PROFILE_CALLS, "total_us": total_us, "top": top}
 
 
+def run_under_ncu(request: dict, device: torch.device, reference) -> dict:
+    """A correct candidate's forward once more, for Nsight Compute (ncu.py): two calls to build and
+    warm it up, then one inside the NVTX range ncu profiles. Nothing is timed or checked here."""
+    from harness.evaluate.ncu import NVTX_RANGE
+
+    ref_model = build_model(reference.Model, reference, request["init_seed"], device)
+    inputs = make_inputs(reference, request["check_seeds"][0], device)
+    candidate = _load_candidate(Path(request["candidate_path"]))
+    model = build_model(candidate.ModelNew, reference, request["init_seed"], device)
+    copy_parameters(ref_model, model)
+    for _ in range(2):
+        model(*inputs)
+    on_gpu = device.type == "cuda"
+    if on_gpu:
+        timing._cuda_synchronize(device)
+        torch.cuda.nvtx.range_push(NVTX_RANGE)
+    model(*inputs)
+    if on_gpu:
+        timing._cuda_synchronize(device)
+        torch.cuda.nvtx.range_pop()
+    return {"verdict": "profiled"}
+
+
 def run_candidate(request: dict, device: torch.device, reference) -> dict:
     phases: dict[str, float] = {}
     budget = request["timing"]
@@ -305,7 +328,7 @@ def main(request_path: str) -> int:
         # cuDNN's heuristic picks a different convolution algorithm from run to run (a 7x7 conv at
         # 26 us in one process, 50 us in the next); timing the choices, as servers do, is stable.
         torch.backends.cudnn.benchmark = True
-        runner = run_reference if request["mode"] == "reference" else run_candidate
+        runner = {"reference": run_reference, "ncu": run_under_ncu}.get(request["mode"], run_candidate)
         record = runner(request, device, reference)
     except Verdict as v:
         record = {"verdict": v.verdict, "reason": v.reason}

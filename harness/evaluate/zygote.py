@@ -59,7 +59,8 @@ def _become_worker(job: dict, code_roots: list[str]) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a segfault must not leave gigabytes of core
     if job.get("memory_bytes"):
         resource.setrlimit(resource.RLIMIT_AS, (job["memory_bytes"], job["memory_bytes"]))
-    os.environ.clear()
+    if not job.get("inherit_env"):  # a zygote under ncu was started with base_env plus ncu's own
+        os.environ.clear()
     os.environ.update(job["env"])
     tempfile.tempdir = None  # the zygote's preloads fixed it at /tmp; the worker's TMPDIR is its own
     if job.get("drop_privileges") and os.getuid() == 0:

@@ -221,3 +221,13 @@ def test_baselines_are_timed_at_their_gpu_work_unless_the_lead_is_off(make_evalu
     assert plain_ms >= 0.8 * plain_host, (plain_ms, plain_host)  # without the lead: the host's time
     assert led_ms < 0.8 * led_host, (led_ms, led_host)  # with it: 256 small kernels, queued ahead
     assert led_ms < 0.8 * plain_ms, (led_ms, plain_ms)
+
+
+def test_a_profiled_correct_candidate_gets_nsight_compute_metrics(triton):
+    # The H200 (Firecracker) lets ncu read the counters, as root and as nobody (device/KINDS.md).
+    result = triton.evaluate(resolve_one(SOFTMAX), candidate("softmax_triton"), profile=True)
+    assert result.correct, result.reason
+    ncu = result.profile["ncu"]
+    assert ncu.get("kernels"), ncu  # otherwise ncu's first error, for the record
+    kernel = ncu["kernels"][0]
+    assert kernel["time_ns"] > 0 and 0 < kernel["dram_pct"] <= 100, kernel

@@ -105,7 +105,7 @@ def test_a_candidate_is_profiled_by_a_confined_worker_under_the_tool(make_evalua
     assert '"verdict": "profiled"' in record  # the worker ran the candidate's forward under the tool
 
 
-def test_a_forward_that_fails_under_the_tool_leaves_the_reason(make_evaluator, tmp_path, monkeypatch):
+def test_a_failing_forward_a_refusing_ncu_and_no_ncu_each_leave_their_reason(make_evaluator, tmp_path, monkeypatch):
     task = resolve_one("rmsnorm_qwen")
     source = (
         task.reference_path.read_text()
@@ -115,5 +115,13 @@ def test_a_forward_that_fails_under_the_tool_leaves_the_reason(make_evaluator, t
     monkeypatch.setenv("FORGEBENCH_NCU", str(_stand_in(tmp_path, "==PROF== Disconnected from process 4242\n")))
     profile = evaluator._ncu_profile(task, source, evaluator.work_dir / "candidates" / task.id / "fails-ncu")
     assert "kernels" not in profile and profile["error"].startswith("the worker exited"), profile
+    refusing = tmp_path / "refusing"
+    refusing.mkdir()
+    monkeypatch.setenv("FORGEBENCH_NCU", str(_stand_in(refusing, "==ERROR== ERR_NVGPUCTRPERM - no permission\n")))
+    first = evaluator._ncu_profile(task, task.reference_path.read_text() + "\nModelNew = Model\n", tmp_path / "r1")
+    assert first == {"error": "ERR_NVGPUCTRPERM - no permission"}
+    again = evaluator._ncu_profile(task, source, tmp_path / "r2")  # not tried again: it would fail the same way
+    assert again["error"].startswith("ERR_NVGPUCTRPERM") and "not tried again" in again["error"]
+    assert not (tmp_path / "r2").exists()
     monkeypatch.setenv("FORGEBENCH_NCU", os.fspath(tmp_path / "no-such-ncu"))
     assert evaluator._ncu_profile(task, source, tmp_path / "x")["error"].startswith("no ncu on this machine")

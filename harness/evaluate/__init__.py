@@ -87,6 +87,7 @@ class Evaluator:
         confine.make_undumpable()
         self._confine = platform.confine and _landlock_available()
         self._workers = ZygotePool(platform.preload)
+        self._ncu_refused = ""  # ncu's error once it has refused to profile on this machine
         from harness.evaluate.judge import Judge  # run as `-m harness.evaluate.judge` too: imported late
 
         self._judge_process = Judge(platform.device, base_env())
@@ -220,6 +221,8 @@ class Evaluator:
         found = ncu.find()
         if found is None:
             return {"error": "no ncu on this machine (set FORGEBENCH_NCU to its path)"}
+        if self._ncu_refused:
+            return {"error": f"{self._ncu_refused} (ncu refused an earlier candidate; not tried again)"}
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "candidate.py").write_text(candidate_source)
         own = folder.parent / (folder.name + "-tool")  # ncu's own files, apart from the worker's
@@ -229,7 +232,7 @@ class Evaluator:
         pool = ZygotePool(self.platform.preload, ncu.wrapper(found, log), tool_env)
         request = self._request(task, "ncu", folder, candidate_path=str(folder / "candidate.py"))
         try:
-            record, failure = self._run(request, folder, self.settings.timeout_s, task, pool=pool)
+            record, failure = self._run(request, folder, min(self.settings.timeout_s, 120.0), task, pool=pool)
         except RuntimeError as exc:  # the zygote under ncu did not start or died
             record, failure = None, str(exc)
         finally:
@@ -238,6 +241,9 @@ class Evaluator:
         kernels = ncu.parse(report)
         if kernels:
             return {"kernels": kernels, "metrics": dict(ncu.METRICS)}
+        if "==ERROR==" in report:  # ncu itself failed (no counters here, say): it would fail every time
+            self._ncu_refused = ncu.failure(report)
+            return {"error": self._ncu_refused}
         return {"error": failure.splitlines()[0][:300] if record is None and failure else ncu.failure(report)}
 
     def _judge(self, task: Task, record: dict, reference: _Reference, folder: Path) -> EvalResult:

@@ -81,7 +81,8 @@ def parse(report: str) -> list[dict]:
 
 def failure(report: str) -> str:
     """The first error ncu reported, for a profile that yielded no kernel."""
-    for line in report.splitlines():
-        if "==ERROR==" in line or "==WARNING==" in line:
-            return line.split("==", 2)[-1].strip()[:300]
+    for marker in ("==ERROR==", "==WARNING=="):
+        for line in report.splitlines():
+            if marker in line:
+                return line.split(marker, 1)[-1].strip()[:300]
     return "ncu profiled no kernel inside the forward's NVTX range"

@@ -1,8 +1,11 @@
 """Task discovery, selection and validation: broken task files get one sentence with file, field, fix."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from harness.errors import ForgeBenchError
 from harness.tasks import TASKS_ROOT, discover, load_task_dir, resolve_one, select
@@ -94,3 +97,15 @@ def test_duplicate_ids_are_reported(tmp_path):
         (other / name).write_text((tmp_path / "src" / "demo" / name).read_text())
     with pytest.raises(ForgeBenchError, match="used by both"):
         discover(tmp_path)
+
+
+@pytest.mark.parametrize("model", ["resnet50", "sd35", "gemma4", "qwen35"])
+def test_each_captured_set_covers_its_model_and_its_suite_selects_exactly_it(model):
+    repo = Path(__file__).resolve().parents[1]
+    manifest = yaml.safe_load((repo / "tasks" / model / "manifest.yaml").read_text())
+    assert manifest["timing"]["device"] == "cuda" and manifest["coverage"] >= 0.9  # of the H200's time
+    listed = {t["id"] for t in manifest["tasks"]} | {t["id"] for t in manifest["fused_tasks"]}
+    collect = [sys.executable, "-m", "pytest", str(repo / "suite"), f"--tasks={model}", "--collect-only", "-q"]
+    done = subprocess.run([*collect, "-p", "no:cacheprovider"], cwd=repo, capture_output=True, text=True, timeout=300)
+    selected = {line.split("[", 1)[1].rstrip("]") for line in done.stdout.splitlines() if "::test_kernel[" in line}
+    assert selected == listed, done.stdout[-2000:] + done.stderr[-2000:]

@@ -3,10 +3,11 @@ worker under it is confined like any other, and the analyst sees the metrics or 
 The real ncu runs in tests/gpu; here a stand-in with ncu's command line runs the real zygote and
 worker under it and writes a report in ncu's CSV layout."""
 
+import json
 import os
-import stat
 import sys
 import textwrap
+from pathlib import Path
 
 from harness.agents.analyst import ncu_table
 from harness.evaluate import ncu
@@ -68,41 +69,66 @@ def test_without_kernels_the_analyst_reads_why():
     assert ncu_table(None) == []  # a CPU's profile asks for none
 
 
-def _stand_in(tmp_path, report: str):
-    """An executable with ncu's command line: it prints a message to the output it shares with the
-    zygote, runs the command after --metrics' value, and writes `report` to --log-file once that
-    command has exited cleanly (as ncu writes its report when the profiled program ends)."""
-    program = tmp_path / "ncu"
+def _stand_in(folder: Path, report: str) -> Path:
+    """An executable with ncu's command line. It checks the options ForgeBench relies on, prints a
+    message to the output it shares with the zygote, gives the program it runs a variable of its
+    own (as ncu gives its injection library's), and once that program has exited cleanly writes
+    `report`, with its uid for "<uid>", to --log-file (ncu writes its report when the profiled
+    program ends)."""
+    program = folder / f"ncu-{len(list(folder.iterdir()))}"
     program.write_text(
         f"#!{sys.executable}\n"
         + textwrap.dedent(
             f"""
-            import subprocess, sys
+            import os, subprocess, sys
             args = sys.argv[1:]
+            assert args[args.index("--nvtx-include") + 1] == "forgebench/" and "--nvtx" in args, args
+            assert args[args.index("--metrics") + 1] == {",".join(ncu.METRICS)!r}, args
             log = args[args.index("--log-file") + 1]
             command = args[args.index("--metrics") + 2:]
             print("==PROF== Connected to process 4242", flush=True)
-            done = subprocess.run(command)
+            done = subprocess.run(command, env={{**os.environ, "NCU_STAND_IN_INJECTION": "1"}})
             if done.returncode == 0:
-                open(log, "w").write({report!r})
+                open(log, "w").write({report!r}.replace("<uid>", str(os.getuid())))
             sys.exit(done.returncode)
             """
         )
     )
-    program.chmod(program.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    program.chmod(0o755)
     return program
+
+
+# A candidate that notes what its process can see: the tool's variable, a harness secret, a file
+# outside its folder. Its forward is the reference's.
+NOSY = """
+import json, os
+seen = {"tool": os.environ.get("NCU_STAND_IN_INJECTION"), "secret": os.environ.get("FORGEBENCH_TEST_SECRET")}
+try:
+    open(SECRET_FILE).read()
+    seen["outside"] = "read"
+except OSError as exc:
+    seen["outside"] = type(exc).__name__
+json.dump(seen, open("seen.json", "w"))
+ModelNew = Model
+"""
 
 
 def test_a_candidate_is_profiled_by_a_confined_worker_under_the_tool(make_evaluator, tmp_path, monkeypatch):
     task = resolve_one("rmsnorm_qwen")
-    source = task.reference_path.read_text() + "\nModelNew = Model\n"
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for candidates")
+    source = task.reference_path.read_text() + f"\nSECRET_FILE = {str(secret)!r}\n" + NOSY
     evaluator = make_evaluator()
     monkeypatch.setenv("FORGEBENCH_NCU", str(_stand_in(tmp_path, REPORT)))
+    monkeypatch.setenv("FORGEBENCH_TEST_SECRET", "sk-live-123")
     folder = evaluator.work_dir / "candidates" / task.id / "profiled-ncu"
     profile = evaluator._ncu_profile(task, source, folder)
     assert [k["kernel"] for k in profile["kernels"]] == ["fused_kernel", "triton_red_fused_mean_0"], profile
-    record = (folder / "result.json").read_text()
-    assert '"verdict": "profiled"' in record  # the worker ran the candidate's forward under the tool
+    assert '"verdict": "profiled"' in (folder / "result.json").read_text()  # the forward ran under the tool
+    seen = json.loads((folder / "seen.json").read_text())
+    assert seen["tool"] == "1"  # the tool's variables reach the worker (ncu's injection needs them)
+    assert seen["secret"] is None and seen["outside"] != "read"  # nothing else does
+    assert not folder.with_name("profiled-ncu-tool").exists()  # the raw report is not left for later workers
 
 
 def test_a_failing_forward_a_refusing_ncu_and_no_ncu_each_leave_their_reason(make_evaluator, tmp_path, monkeypatch):
@@ -115,13 +141,15 @@ def test_a_failing_forward_a_refusing_ncu_and_no_ncu_each_leave_their_reason(mak
     monkeypatch.setenv("FORGEBENCH_NCU", str(_stand_in(tmp_path, "==PROF== Disconnected from process 4242\n")))
     profile = evaluator._ncu_profile(task, source, evaluator.work_dir / "candidates" / task.id / "fails-ncu")
     assert "kernels" not in profile and profile["error"].startswith("the worker exited"), profile
-    refusing = tmp_path / "refusing"
-    refusing.mkdir()
-    monkeypatch.setenv("FORGEBENCH_NCU", str(_stand_in(refusing, "==ERROR== ERR_NVGPUCTRPERM - no permission\n")))
-    first = evaluator._ncu_profile(task, task.reference_path.read_text() + "\nModelNew = Model\n", tmp_path / "r1")
+    monkeypatch.setenv("FORGEBENCH_NCU", str(_stand_in(tmp_path, "==ERROR== ERR_NVGPUCTRPERM - no permission\n")))
+    first = evaluator._ncu_profile(
+        task, task.reference_path.read_text() + "\nModelNew = Model\n", evaluator.work_dir / "r1"
+    )
     assert first == {"error": "ERR_NVGPUCTRPERM - no permission"}
-    again = evaluator._ncu_profile(task, source, tmp_path / "r2")  # not tried again: it would fail the same way
+    again = evaluator._ncu_profile(
+        task, source, evaluator.work_dir / "r2"
+    )  # not tried again: it would fail the same way
     assert again["error"].startswith("ERR_NVGPUCTRPERM") and "not tried again" in again["error"]
-    assert not (tmp_path / "r2").exists()
+    assert not (evaluator.work_dir / "r2").exists()
     monkeypatch.setenv("FORGEBENCH_NCU", os.fspath(tmp_path / "no-such-ncu"))
-    assert evaluator._ncu_profile(task, source, tmp_path / "x")["error"].startswith("no ncu on this machine")
+    assert evaluator._ncu_profile(task, source, evaluator.work_dir / "x")["error"].startswith("no ncu on this machine")

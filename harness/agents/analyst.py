@@ -78,7 +78,8 @@ def profile_table(profile: dict) -> str:
         scope = f"Self {profile['time']} time over {profile['forward_calls']} calls of forward."
     except (KeyError, TypeError, ValueError):
         reason = profile.get("error") if isinstance(profile, dict) else None
-        return f"No profile ({reason or 'none usable was recorded'})."
+        ncu = ncu_table(profile.get("ncu")) if isinstance(profile, dict) else []
+        return "\n".join([f"No profile ({reason or 'none usable was recorded'}).", *ncu])
     if profile["time"] == "host":
         scope += " A kernel called through ctypes is no PyTorch op: its time is `ModelNew.forward`'s self time."
     table = [scope, "", "| op or kernel | calls | self time (us) | share |", "|---|---|---|---|", *rows]

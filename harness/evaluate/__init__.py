@@ -7,13 +7,14 @@ import json
 import logging
 import math
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import ForgeBenchError
 from harness.evaluate import baselines, confine, ncu
-from harness.evaluate.result import EvalResult
+from harness.evaluate.result import EvalResult, shorten
 from harness.evaluate.roofline import floor_ms
 from harness.evaluate.sandbox import (
     Confinement,
@@ -216,35 +217,45 @@ class Evaluator:
 
     def _ncu_profile(self, task: Task, candidate_source: str, folder: Path) -> dict:
         """The candidate's kernels under Nsight Compute, run by a worker as confined as any other
-        (ncu.py): {"kernels": [...]}, or {"error": why there are none}. Advisory: it never changes
-        a verdict."""
+        (ncu.py): {"kernels": [...]}, or {"error": why there are none}. Advisory: it never changes a
+        verdict, and no failure of it escapes.
+
+        ncu and its zygote run as our user, as every zygote does: only the forked worker drops to
+        nobody. (Starting ncu as nobody fails wherever the interpreter lives in a private folder,
+        such as a pyenv under /root, and where ncu's lock file in /tmp is root's.) So ncu's
+        frontend, as our user, reads what its injection library sends from the candidate's process."""
         found = ncu.find()
         if found is None:
             return {"error": "no ncu on this machine (set FORGEBENCH_NCU to its path)"}
         if self._ncu_refused:
             return {"error": f"{self._ncu_refused} (ncu refused an earlier candidate; not tried again)"}
+        own = folder.parent / (folder.name + "-tool")  # ncu's report and files, apart from the worker's
+        try:
+            return self._run_under_ncu(task, candidate_source, folder, own, found)
+        except Exception as exc:  # a torn record, a broken pipe: the profile says so, the run goes on
+            return {"error": shorten(f"{type(exc).__name__}: {exc}", 300)}
+        finally:
+            shutil.rmtree(own, ignore_errors=True)  # the kernels are kept; no later worker reads the rest
+
+    def _run_under_ncu(self, task: Task, candidate_source: str, folder: Path, own: Path, found: str) -> dict:
+        tool_env = prepare_workdir(own, {}, [], unprivileged=False)  # HOME and TMPDIR in own, private
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "candidate.py").write_text(candidate_source)
-        own = folder.parent / (folder.name + "-tool")  # ncu's own files, apart from the worker's
-        (own / "home").mkdir(parents=True, exist_ok=True)
         log = own / "ncu.csv"
-        tool_env = {"HOME": str(own / "home"), "TMPDIR": str(own)}
         pool = ZygotePool(self.platform.preload, ncu.wrapper(found, log), tool_env)
         request = self._request(task, "ncu", folder, candidate_path=str(folder / "candidate.py"))
         try:
             record, failure = self._run(request, folder, min(self.settings.timeout_s, 120.0), task, pool=pool)
-        except RuntimeError as exc:  # the zygote under ncu did not start or died
-            record, failure = None, str(exc)
         finally:
             pool.close(grace_s=60.0)  # ncu writes its report when the zygote exits
         report = log.read_text(errors="replace") if log.is_file() else ""
         kernels = ncu.parse(report)
         if kernels:
             return {"kernels": kernels, "metrics": dict(ncu.METRICS)}
-        if "==ERROR==" in report:  # ncu itself failed (no counters here, say): it would fail every time
-            self._ncu_refused = ncu.failure(report)
-            return {"error": self._ncu_refused}
-        return {"error": failure.splitlines()[0][:300] if record is None and failure else ncu.failure(report)}
+        reason = failure.splitlines()[0][:300] if record is None and failure else ncu.failure(report)
+        if ncu.refuses(report):  # no counters on this machine: it would fail the same way every time
+            self._ncu_refused = reason = ncu.failure(report)
+        return {"error": reason}
 
     def _judge(self, task: Task, record: dict, reference: _Reference, folder: Path) -> EvalResult:
         result = EvalResult(
@@ -259,7 +270,8 @@ class Evaluator:
             phases=record.get("phases", {}),
             env=record.get("env", {}),
             cached_build=record.get("cached_build", False),
-            profile=record.get("profile", {}),
+            # The candidate's process wrote it: anything but a dict is dropped (the ncu entry goes in it).
+            profile=record["profile"] if isinstance(record.get("profile"), dict) else {},
         )
         if not result.correct:
             return result

@@ -29,6 +29,11 @@ METRICS = {
     "launch__block_size": "block",
 }
 _MAX_KERNELS = 12  # what a prompt can hold; a forward that launches more is shown by time
+_MAX_LAUNCHES = 48  # each profiled kernel is replayed once per pass: a long forward is cut here
+
+
+# Time units ncu may print (--print-units base asks for nanoseconds; older versions say "nsecond").
+_TO_NS = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9, "second": 1e9}
 
 
 def find() -> str | None:
@@ -55,6 +60,8 @@ def wrapper(ncu: str, log_path: Path) -> list[str]:
         "--nvtx",
         "--nvtx-include",
         f"{NVTX_RANGE}/",  # the trailing slash names a push/pop range
+        "--launch-count",
+        str(_MAX_LAUNCHES),
         "--metrics",
         ",".join(METRICS),
     ]
@@ -72,11 +79,21 @@ def parse(report: str) -> list[dict]:
         kernel = kernels.setdefault(row["ID"], {"kernel": row.get("Kernel Name", "?")})
         value = (row.get("Metric Value") or "").replace(",", "")
         try:
-            kernel[label] = float(value)
+            scale = _TO_NS.get(row.get("Metric Unit", ""), 1.0) if label == "time_ns" else 1.0
+            kernel[label] = float(value) * scale
         except ValueError:
             kernel[label] = value  # grid and block sizes print as "(x, y, z)"
     longest = sorted(kernels.values(), key=lambda k: -k["time_ns"] if isinstance(k.get("time_ns"), float) else 0.0)
     return longest[:_MAX_KERNELS]
+
+
+# ncu's errors that no candidate causes: the machine does not let it read the counters.
+_REFUSALS = ("ERR_NVGPUCTRPERM", "LibraryNotLoaded", "Failed to initialize the profiler", "not supported")
+
+
+def refuses(report: str) -> bool:
+    """Whether ncu failed for want of counters here, not because of the candidate it profiled."""
+    return any(marker in line for line in report.splitlines() if "==ERROR==" in line for marker in _REFUSALS)
 
 
 def failure(report: str) -> str:

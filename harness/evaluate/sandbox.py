@@ -129,6 +129,9 @@ def prepare_workdir(
     return env
 
 
+_START_S = 180.0  # a zygote imports torch (and a wrapper starts first): seconds, not minutes
+
+
 class _Zygote:
     def __init__(self, preload: list[str], wrapper: list[str], env: dict[str, str]):
         self.lock = threading.Lock()
@@ -140,12 +143,19 @@ class _Zygote:
             text=True,
             start_new_session=True,
         )
-        ready = self._answer()
+        # Read on a thread, so a wrapper or zygote that never says it is ready cannot hang us.
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.append(self._answer()), daemon=True)
+        reader.start()
+        reader.join(_START_S)
+        ready = lines[0] if lines else ""
         if not ready.strip().startswith('{"ready"'):
-            raise RuntimeError(f"the worker zygote failed to start: {ready!r}")
+            self.close()
+            raise RuntimeError(f"the worker zygote failed to start within {_START_S:g} s: {ready!r}")
 
     def _answer(self) -> str:
-        """The zygote's next line; a wrapper (ncu) may print lines of its own on the same stream."""
+        """The zygote's next line ("" once it is gone); a wrapper (ncu) may print lines of its own
+        on the same stream."""
         line = self.proc.stdout.readline()
         while line and not line.startswith("{"):
             line = self.proc.stdout.readline()
@@ -185,7 +195,10 @@ class ZygotePool:
     the wrapper gave the zygote (base_env plus `env` and the wrapper's own variables)."""
 
     def __init__(
-        self, preload: list[str] | None = None, wrapper: list[str] | None = None, env: dict[str, str] | None = None
+        self,
+        preload: list[str] | None = None,
+        wrapper: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ):
         self.preload = list(preload or [])
         self.wrapper, self.env = list(wrapper or []), dict(env or {})

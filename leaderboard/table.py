@@ -30,7 +30,6 @@ TASK_COLUMNS = [
     "time_ms",
     "eager_ms",
     "compile_ms",
-    "sol_fraction",
     "rounds",
     "llm_calls",
     "cost_usd",
@@ -38,7 +37,7 @@ TASK_COLUMNS = [
 ]
 
 
-OPTIONAL_COLUMNS = ["speedup_vs_compile", "compile_ms", "sol_fraction", "geomean_vs_compile"]
+OPTIONAL_COLUMNS = ["speedup_vs_compile", "compile_ms", "geomean_vs_compile"]
 
 
 def task_runs(tracking_uri: str, experiment: str, parent_run_id: str | None = None) -> pd.DataFrame:

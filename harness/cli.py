@@ -163,6 +163,13 @@ def _capture(args: argparse.Namespace) -> int:
         f"{result.coverage:.1%} of {result.total_ms:.4g} ms "
         f"{'estimated (meta: nothing ran)' if device.type == 'meta' else 'replayed on ' + device.type}; {manifest}"
     )
+    drop = result.cut["drop"]
+    if result.cut["by"] == "min_share" and cut_gap and drop is not None and drop < cut_gap:
+        print(
+            f"note: the tasks end at --min-share {args.min_share}, where the next group is only {drop:.1%} below "
+            "the last one taken: a second capture may take or leave it (the manifest's below_cut lists it); "
+            "a lower --min-share moves the end to a gap."
+        )
     return 0
 
 

@@ -297,8 +297,11 @@ def test_capture_cuts_at_the_first_gap_by_default_and_lists_what_lies_past_it(tm
     assert "--cut-gap 0.15" in manifest["command"] and manifest["coverage"] >= 0.5
     taken = [t["time_share"] for t in manifest["tasks"]]
     past = [g["time_share"] for g in manifest["below_cut"]]
-    if past:  # the first group past the cut is more than 15% below the last one taken
-        assert past[0] < 0.85 * taken[-1] and past == sorted(past, reverse=True)
+    if past:  # the first group past the cut is more than 15% below the last one taken, or under the floor
+        assert past == sorted(past, reverse=True)
+        cut = manifest["cut"]  # what ended the tasks, and the relative drop there
+        assert cut["by"] in ("gap", "min_share") and 0.0 <= cut["drop"] <= 1.0
+        assert cut["by"] == "min_share" or (cut["drop"] > 0.15 and past[0] < 0.85 * taken[-1])
     assert main([*argv, "--cut-gap", "1.5"]) == 2  # outside [0, 1): one sentence before anything runs
 
 

@@ -78,8 +78,13 @@ def emit(
     ordered = sorted(result.groups, key=lambda g: -g.total_ms)
     for at, group in enumerate(ordered):
         share = result.share(group)
-        if share < min_share or share == 0.0 or past_cut(share, previous, result.coverage >= coverage, cut_gap):
+        floor = share < min_share or share == 0.0
+        if floor or past_cut(share, previous, result.coverage >= coverage, cut_gap):
             result.below_cut = [g for g in ordered[at:] if result.share(g) > 0.0 and not g.why_not_task()][:8]
+            # What set the cut, and how far the first group left out falls below the last one taken:
+            # a cut on the floor between near-equal groups may fall elsewhere in the next capture.
+            drop = round(1.0 - share / previous, 4) if previous else None
+            result.cut = {"by": "min_share" if floor else "gap" if cut_gap else "coverage", "drop": drop}
             break
         previous = share
         why = group.why_not_task()

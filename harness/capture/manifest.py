@@ -34,6 +34,7 @@ class CaptureResult:
     fused_tasks: dict[str, FusedGroup] = field(default_factory=dict)  # task id -> fused region
     skipped: list[tuple[CallGroup, str]] = field(default_factory=list)  # above threshold, not a task
     below_cut: list[CallGroup] = field(default_factory=list)  # the costliest groups past the cut (emit)
+    cut: dict = field(default_factory=lambda: {"by": "last group", "drop": None})  # what ended the tasks (emit)
     model_time_ms: float | None = None
 
     @property
@@ -123,6 +124,7 @@ def manifest(
             }
             for task_id, f in sorted(result.fused_tasks.items(), key=lambda kv: -result.share(kv[1]))
         ],
+        "cut": result.cut,
         # The costliest groups past the cut, so two captures' cuts can be compared group by group.
         "below_cut": [
             {

@@ -86,9 +86,9 @@ def profile_table(profile: dict) -> str:
     return "\n".join(table + ncu_table(profile.get("ncu")))
 
 
-def _cell(kernel: dict, key: str, digits: int = 0) -> str:
+def _cell(kernel: dict, key: str) -> str:
     value = kernel.get(key)
-    return f"{value:.{digits}f}" if isinstance(value, float) else str(value or "?")
+    return f"{value:.0f}" if isinstance(value, float) else str(value or "?")
 
 
 def ncu_table(ncu: dict | None) -> list[str]:

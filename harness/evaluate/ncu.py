@@ -41,7 +41,8 @@ def find() -> str | None:
     named = os.environ.get("FORGEBENCH_NCU")
     if named:
         return named if Path(named).is_file() else None
-    return shutil.which("ncu") or next((p for p in ("/usr/local/cuda/bin/ncu",) if Path(p).is_file()), None)
+    usual = Path("/usr/local/cuda/bin/ncu")
+    return shutil.which("ncu") or (str(usual) if usual.is_file() else None)
 
 
 def wrapper(ncu: str, log_path: Path) -> list[str]:

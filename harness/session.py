@@ -89,7 +89,10 @@ class SuiteRun:
             folder / "transcripts",
         )
         started = time.monotonic()
-        outcome = self.agent.run(ctx)
+        try:
+            outcome = self.agent.run(ctx)
+        finally:
+            self.evaluator.release(task)
         run_id = self.recorder.record_task(self.parent_run_id, task, outcome, folder, time.monotonic() - started)
         return TaskOutcome(task, outcome, run_id)
 

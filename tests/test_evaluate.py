@@ -109,6 +109,20 @@ def test_rmsnorm_cpp_again_loads_its_cached_build(planted, task, evaluator):
     assert again.phases["build_s"] < 0.5
 
 
+def test_outputs_are_not_kept_once_judged_and_a_released_task_is_judged_afresh(planted, task, make_evaluator):
+    planted["rmsnorm_cpp"].result()  # its build is cached: this evaluator loads it
+    own = make_evaluator()
+    assert own.evaluate(task, source(LEGITIMATE)).correct
+    kept = sorted(p.name for p in (own.work_dir / "candidates").rglob("*") if p.is_file())
+    assert "candidate.py" in kept and "outputs.bin" not in kept, kept
+    expected = own.reference(task).outputs_path
+    assert expected.is_file()
+    own.release(task)  # the suite calls it when the task's agent is done
+    assert not expected.exists()
+    again = own.evaluate(task, source(LEGITIMATE))
+    assert again.correct, again.reason
+
+
 def test_forgets_weight_is_incorrect_naming_the_mismatch(planted):
     result = planted["forgets_weight"].result()
     assert result.verdict == "incorrect"
@@ -155,6 +169,7 @@ def test_segfaults_is_a_crash_naming_sigsegv(planted):
     result = planted["segfaults"].result()
     assert result.verdict == "crash"
     assert "SIGSEGV" in result.reason
+    assert result.baselines["eager_ms"] > 0  # the task's baselines stand whatever the candidate did
 
 
 def test_exits_at_import_is_a_crash(planted):

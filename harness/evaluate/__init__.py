@@ -66,6 +66,23 @@ class _Reference:
     setup_s: dict[str, float]
     host_ms: dict[str, float]  # "<baseline>_host_ms": host time of one call
 
+    def fields(self) -> dict[str, dict]:
+        """The baselines' part of every EvalResult of the task, whatever its verdict."""
+        return {
+            "baselines": dict(self.baselines),
+            "baselines_skipped": dict(self.skipped),
+            "baselines_setup_s": dict(self.setup_s),
+            "baselines_host_ms": dict(self.host_ms),
+        }
+
+
+def _discard(path: Path) -> None:
+    """Delete a worker's outputs file; a candidate may have made it a folder, which is left be."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
+
 
 class Evaluator:
     """Evaluates candidates for one platform; the reference runs once per task for its lifetime."""
@@ -180,6 +197,13 @@ class Evaluator:
             )
         return self._references[task.id]
 
+    def release(self, task: Task) -> None:
+        """Forget the task's reference and delete its expected outputs, once no candidate of it is
+        left to judge: a suite of many GPU tasks would otherwise keep gigabytes on disk."""
+        reference = self._references.pop(task.id, None)
+        if reference is not None:
+            _discard(reference.outputs_path)
+
     def evaluate(self, task: Task, candidate_source: str, profile: bool = False) -> EvalResult:
         reference = self.reference(task)
         digest = hashlib.sha256(candidate_source.encode()).hexdigest()[:16]
@@ -188,22 +212,27 @@ class Evaluator:
         (folder / "candidate.py").write_text(candidate_source)
         started = time.perf_counter()
         request = self._request(task, "candidate", folder, candidate_path=str(folder / "candidate.py"), profile=profile)
-        record, failure = self._run(request, folder, self.settings.timeout_s, task)
-        worker_s = time.perf_counter() - started
-        if record is None:
-            verdict = "timeout" if failure.startswith("timeout") else "crash"
-            result = EvalResult(task.id, self.platform.name, verdict, reason=failure)
-        else:
-            try:
-                result = self._judge(task, record, reference, folder)
-            except (OSError, RuntimeError, KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
-                # The candidate shares its worker's process and can leave a forged or torn record.
-                result = EvalResult(
-                    task.id,
-                    self.platform.name,
-                    "crash",
-                    reason=f"the worker's record is unusable ({type(exc).__name__}: {exc})",
-                )
+        try:
+            record, failure = self._run(request, folder, self.settings.timeout_s, task)
+            worker_s = time.perf_counter() - started
+            if record is None:
+                verdict = "timeout" if failure.startswith("timeout") else "crash"
+                result = EvalResult(task.id, self.platform.name, verdict, reason=failure, **reference.fields())
+            else:
+                try:
+                    result = self._judge(task, record, reference, folder)
+                except (OSError, RuntimeError, KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+                    # The candidate shares its worker's process and can leave a forged or torn record.
+                    result = EvalResult(
+                        task.id,
+                        self.platform.name,
+                        "crash",
+                        reason=f"the worker's record is unusable ({type(exc).__name__}: {exc})",
+                        **reference.fields(),
+                    )
+        finally:
+            # Judged: its outputs (up to several hundred MB on a GPU task) are not kept; the source is.
+            _discard(folder / "outputs.bin")
         result.phases["worker_s"] = worker_s
         if profile and result.correct and self.platform.device == "cuda" and self.settings.ncu:
             start = time.perf_counter()
@@ -263,10 +292,7 @@ class Evaluator:
             self.platform.name,
             record["verdict"],
             reason=record.get("reason", ""),
-            baselines=dict(reference.baselines),  # only the reference worker's: a candidate can forge its record
-            baselines_skipped=dict(reference.skipped),
-            baselines_setup_s=dict(reference.setup_s),
-            baselines_host_ms=dict(reference.host_ms),
+            **reference.fields(),  # only the reference worker's: a candidate can forge its record
             phases=record.get("phases", {}),
             env=record.get("env", {}),
             cached_build=record.get("cached_build", False),

@@ -310,3 +310,14 @@ def test_timing_reports_each_calls_host_time():
 def test_a_gpu_lead_changes_nothing_on_the_cpu():
     measured = timing.measure(lambda x: x * 2, [[torch.ones(4)]], torch.device("cpu"), budget_ms=10, gpu_lead=True)
     assert measured.lead_ms == 0.0 and measured.median_ms > 0
+
+
+def test_busy_time_on_several_streams_counts_overlapping_work_once():
+    # Kernels (start, end) in µs: two streams overlap from 5 to 10; a gap from 12 to 20 is idle.
+    assert timing.union_length([(20, 25), (0, 10), (5, 12), (21, 22)]) == 17
+    assert timing.union_length([]) == 0
+
+
+def test_a_candidate_replacing_the_profiler_is_named(monkeypatch):
+    monkeypatch.setattr(torch.profiler, "profile", lambda *a, **k: None)
+    assert "torch.profiler.profile" in timing.replaced_clocks()

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
 
 _perf_counter = time.perf_counter
 _cuda_synchronize = torch.cuda.synchronize
@@ -45,6 +47,7 @@ _WATCHED = (
     "torch.Tensor.view",
     "torch.Tensor.sum",
     "torch.Tensor.zero_",
+    "torch.profiler.profile",
 )
 
 
@@ -265,3 +268,30 @@ def device_wall_ms(
     sync()
     done = _perf_counter()
     return (launched - start) * 1e3 / calls, (done - start) * 1e3 / calls
+
+
+def gpu_busy_ms(fn: Callable[..., object], inputs: Sequence[Any], device: torch.device, calls: int = 3) -> float:
+    """Median over `calls` calls of how long the GPU works on one, on every stream: the union of
+    the intervals of the kernels, copies and fills it caused, as CUPTI saw them (the torch
+    profiler). Each call starts on an idle device and is waited for, so its window holds nothing
+    else. Events on the timed stream cannot see a side stream that skips ahead of the start event
+    (during the L2 flush or the GPU lead); this can (worker._hidden_work)."""
+    busy = []
+    for _ in range(calls):
+        _cuda_synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
+            fn(*inputs)
+            _cuda_synchronize()
+        spans = [(e.time_range.start, e.time_range.end) for e in profiler.events() if e.device_type == DeviceType.CUDA]
+        busy.append(union_length(spans) / 1e3)
+    return statistics.median(busy)
+
+
+def union_length(spans: Sequence[tuple[float, float]]) -> float:
+    """Total length covered by the intervals: work on several streams at once counts once."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(spans):
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total

@@ -2,7 +2,7 @@
 workload timed by timing.measure on the timed stream and again launched on a side stream that the
 timed stream then waits for. The side stream does not wait for the L2 flush (or the GPU lead)
 queued ahead of the start event, so its kernels may start during them; a ratio below 1 is time
-the timer did not see. Also prints what the worker's escaped-work check says of it.
+the timer did not see. Also prints what the worker's escaped-work and hidden-work checks say.
 
     python3 benchmarks/side_stream_probe.py --out side_stream.json
 """
@@ -18,7 +18,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.evaluate import timing
-from harness.evaluate.worker import _escaped_work
+from harness.evaluate.worker import _escaped_work, _hidden_work
 
 
 def workloads(device: torch.device) -> dict:
@@ -57,6 +57,12 @@ def main() -> None:
             hidden = timing.measure(on_side_stream(fn, side), [inputs], device, budget_ms=200, gpu_lead=lead).median_ms
             key = "lead" if lead else "no_lead"
             row[key] = {"own_stream_ms": own, "side_stream_ms": hidden, "side_over_own": hidden / own}
+        # What the worker's hidden-work check sees: the GPU's busy time on all streams (CUPTI).
+        for label, call in (("own", fn), ("side", on_side_stream(fn, side))):
+            busy = min(timing.profiled_call(call, inputs)[1] for _ in range(2))
+            event = row["no_lead"][f"{label}_stream_ms"]
+            row[f"{label}_stream_busy_ms"] = busy
+            row[f"{label}_stream_hidden_work_check"] = _hidden_work(busy, event) or "not flagged"
         escaped = _escaped_work(on_side_stream(fn, side), inputs, device, row["no_lead"]["side_stream_ms"])
         row["escaped_work_check"] = escaped or "not flagged"
         report["workloads"][name] = row

@@ -39,14 +39,17 @@ class EvalSettings:
     memory_gb: float | None = 16.0
     check_seeds: list[int] = field(default_factory=lambda: [1, 2, 3])
     timing_seeds: list[int] = field(default_factory=lambda: [101, 102, 103])
+    # Inputs a candidate sees only after timing, one call each, outputs checked: on a GPU those
+    # calls are profiled to find work hidden from the timer (worker._hidden_work).
+    unseen_seeds: list[int] = field(default_factory=lambda: [201, 202])
     init_seed: int = 0
     budget_ms: float = 300.0
     warmup_ms: float = 30.0
     # On a GPU, let the stream wait before each timed call so its launches queue ahead of it and
-    # the events time GPU work, not host time (timing.measure's gpu_lead). Off: not yet measured on
-    # the GPU, and not safe for verdicts yet. A candidate that spins on the host lengthens its own
-    # lead and can run side-stream work during it, unseen by the events and within what the
-    # escaped-work check allows; turning it on needs a check of all streams' kernel time.
+    # the events time GPU work, not host time (timing.measure's gpu_lead). A candidate that spins
+    # on the host lengthens its own lead and can run side-stream work during it, unseen by the
+    # events. The hidden-work check (worker._hidden_work) compares all streams' work with the timed
+    # time and so catches that too; off until that check has run on a GPU.
     gpu_lead: bool = False
     # The same lead for the baselines (eager, torch.compile). They are our code, so the hole above
     # does not apply; without it a small task's baseline is timed at its host time (compile's
@@ -126,6 +129,7 @@ class Evaluator:
             "init_seed": s.init_seed,
             "check_seeds": s.check_seeds,
             "timing_seeds": s.timing_seeds,
+            "unseen_seeds": s.unseen_seeds,
             "timing": {**budget, "gpu_lead": s.gpu_lead},
             "baseline_timing": {**budget, "gpu_lead": s.baseline_gpu_lead},
             "baselines": self.platform.baselines,
@@ -302,9 +306,12 @@ class Evaluator:
         if not result.correct:
             return result
         started = time.perf_counter()
-        # The last output is the call after timing, on the first check seed's contents.
-        seeds = self.settings.check_seeds
-        pairs = [(i, i, seed) for i, seed in enumerate(seeds)] + [(0, len(seeds), "after timing")]
+        # The candidate's outputs: the check seeds', the call after timing (on the first check
+        # seed's contents), then the unseen seeds', which the reference's follow the check seeds'.
+        seeds, unseen = self.settings.check_seeds, self.settings.unseen_seeds
+        pairs = [(i, i, f"input seed {seed}") for i, seed in enumerate(seeds)]
+        pairs += [(0, len(seeds), f"the call after timing, input seed {seeds[0]}")]
+        pairs += [(len(seeds) + j, len(seeds) + 1 + j, f"unseen input seed {seed}") for j, seed in enumerate(unseen)]
         judged = self._judge_process.compare(reference.outputs_path, folder / "outputs.bin", pairs, task.tolerance)
         result.phases["compare_s"] = time.perf_counter() - started
         if "unreadable" in judged:
@@ -322,6 +329,12 @@ class Evaluator:
         host_ms = record.get("host_ms")  # advisory, like the time itself: the candidate's process measured it
         number = isinstance(host_ms, (int, float)) and not isinstance(host_ms, bool)
         result.host_ms = float(host_ms) if number and math.isfinite(host_ms) and host_ms >= 0 else None
+        busy_ms = record.get("gpu_busy_ms")
+        number = isinstance(busy_ms, (int, float)) and not isinstance(busy_ms, bool)
+        result.gpu_busy_ms = float(busy_ms) if number and math.isfinite(busy_ms) and busy_ms >= 0 else None
+        skipped = record.get("checks_skipped")
+        if isinstance(skipped, dict):
+            result.checks_skipped = {str(k): shorten(str(v), 300) for k, v in skipped.items()}
         result.speedups = {name.removesuffix("_ms"): ms / result.time_ms for name, ms in result.baselines.items()}
         result.speedup_vs_eager = result.speedups.get("eager")
         result.speedup_vs_compile = result.speedups.get("compile")

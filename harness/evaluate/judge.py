@@ -67,10 +67,10 @@ def _judge(request: dict, cache: OrderedDict, device) -> dict:
         return {"unreadable": f"it holds {len(actual)} calls' outputs; the worker writes {calls_needed}"}
     for want, got, label in request["pairs"]:
         if isinstance(actual[got], str):
-            return {"mismatch": f"{actual[got]} (input seed {label})"}
+            return {"mismatch": f"{actual[got]} (on {label})"}
         mismatch = compare(expected.calls[want], actual[got], request["tolerance"])
         if mismatch:
-            return {"mismatch": f"{mismatch.reason} (input seed {label})"}
+            return {"mismatch": f"{mismatch.reason} (on {label})"}
     return {"mismatch": None, "degenerate": expected.degenerate}
 
 

@@ -24,6 +24,10 @@ class EvalResult:
     # Host time of one call (timing.Timing.host_ms): when it is near time_ms on a GPU, the time
     # measured the host's launching, not the kernels. The same for each baseline.
     host_ms: float | None = None
+    # On a GPU, how long one call keeps the GPU busy on all its streams (CUPTI, timing.profiled_call):
+    # near time_ms for honest work; far above it, work escaped the timer and the verdict is rejected.
+    gpu_busy_ms: float | None = None
+    checks_skipped: dict[str, str] = field(default_factory=dict)  # check name -> why it could not run here
     baselines: dict[str, float] = field(default_factory=dict)  # "<baseline>_ms": median ms
     baselines_host_ms: dict[str, float] = field(default_factory=dict)  # "<baseline>_host_ms": host ms a call
     speedup_vs_eager: float | None = None

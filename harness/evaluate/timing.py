@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 from torch.autograd import DeviceType
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity
 
 _perf_counter = time.perf_counter
 _cuda_synchronize = torch.cuda.synchronize
@@ -29,6 +29,9 @@ _current_stream = torch.cuda.current_stream
 _cuda_sleep = torch.cuda._sleep  # a device-side spin of so many cycles: the GPU's lead (measure's gpu_lead)
 # The L2 flush's own methods: a candidate that patches Tensor.sum must not skip the flush.
 _tensor_view, _tensor_sum, _tensor_zero = torch.Tensor.view, torch.Tensor.sum, torch.Tensor.zero_
+# The profiler's, for profiled_call: a candidate that patches them would blind the hidden-work check.
+_Profile = torch.profiler.profile
+_profile_enter, _profile_exit, _profile_events = _Profile.__enter__, _Profile.__exit__, _Profile.events
 
 # Clocks a candidate might replace to fool a timer that reads them after it loads.
 _WATCHED = (
@@ -48,6 +51,11 @@ _WATCHED = (
     "torch.Tensor.sum",
     "torch.Tensor.zero_",
     "torch.profiler.profile",
+    "torch.profiler.profile.__enter__",
+    "torch.profiler.profile.__exit__",
+    "torch.profiler.profile.events",
+    "torch.profiler.profile.start",
+    "torch.profiler.profile.stop",
 )
 
 
@@ -270,21 +278,49 @@ def device_wall_ms(
     return (launched - start) * 1e3 / calls, (done - start) * 1e3 / calls
 
 
-def gpu_busy_ms(fn: Callable[..., object], inputs: Sequence[Any], device: torch.device, calls: int = 3) -> float:
-    """Median over `calls` calls of how long the GPU works on one, on every stream: the union of
-    the intervals of the kernels, copies and fills it caused, as CUPTI saw them (the torch
-    profiler). Each call starts on an idle device and is waited for, so its window holds nothing
-    else. Events on the timed stream cannot see a side stream that skips ahead of the start event
-    (during the L2 flush or the GPU lead); this can (worker._hidden_work)."""
-    busy = []
-    for _ in range(calls):
+class ProfilerFailure(RuntimeError):
+    """The profiler itself failed or saw nothing, as opposed to the function it watched."""
+
+
+def _profiler_step(step: Callable[[], Any]) -> Any:
+    try:
+        return step()
+    except Exception as exc:
+        raise ProfilerFailure(f"{type(exc).__name__}: {exc}") from exc
+
+
+def profiled_call(fn: Callable[..., Any], inputs: Sequence[Any]) -> tuple[Any, float]:
+    """fn(*inputs) once, started on an idle GPU and waited for, under the torch profiler: its
+    output, and how long the GPU worked on it on every stream, the union of the intervals of the
+    kernels, copies and fills CUPTI saw. Events on the timed stream cannot see a side stream that
+    starts ahead of the start event (during the L2 flush or the GPU lead); this can. Exceptions
+    from fn pass through; the profiler's own failures raise ProfilerFailure."""
+    _cuda_synchronize()
+    session = _profiler_step(lambda: _Profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]))
+    _profiler_step(lambda: _profile_enter(session))
+    try:
+        out = fn(*inputs)
         _cuda_synchronize()
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
-            fn(*inputs)
-            _cuda_synchronize()
-        spans = [(e.time_range.start, e.time_range.end) for e in profiler.events() if e.device_type == DeviceType.CUDA]
-        busy.append(union_length(spans) / 1e3)
-    return statistics.median(busy)
+    finally:
+        _profiler_step(lambda: _profile_exit(session, None, None, None))
+    # User annotations (record_function ranges) also show as device spans, stretched over host gaps.
+    events = _profiler_step(lambda: list(_profile_events(session)))
+    spans = [
+        (e.time_range.start, e.time_range.end)
+        for e in events
+        if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", False)
+    ]
+    return out, union_length(spans) / 1e3  # 0 for a call that only takes views
+
+
+def profiler_failure(device: torch.device) -> str | None:
+    """Why the profiler cannot measure GPU work in this process, or None: tried on a fill of our
+    own before any candidate loads, so a later failure is the candidate's doing."""
+    try:
+        _, busy_ms = profiled_call(_tensor_zero, [torch.empty(1024, device=device)])
+    except ProfilerFailure as exc:
+        return str(exc)
+    return None if busy_ms > 0 else "it saw no kernel of a fill on the GPU"
 
 
 def union_length(spans: Sequence[tuple[float, float]]) -> float:

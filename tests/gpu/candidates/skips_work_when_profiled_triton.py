@@ -1,0 +1,17 @@
+"""Plants a cheat aware of the hidden-work check: it hides its kernel on a joined side stream
+(as joins_side_stream_triton does) and, while a profiler is recording, skips the work and returns
+its last output, so the profiled calls would show the GPU idle (appended to softmax_triton.py)."""
+# ruff: noqa: F821  (torch and ModelNew come from softmax_triton.py, which this is appended to)
+
+side = torch.cuda.Stream()
+
+
+class ModelNew(ModelNew):
+    def forward(self, x):
+        if torch.autograd.profiler._is_profiler_enabled and getattr(self, "last", None) is not None:
+            return self.last
+        timed = torch.cuda.current_stream()
+        with torch.cuda.stream(side):
+            self.last = super().forward(x)
+        timed.wait_stream(side)
+        return self.last

@@ -56,6 +56,8 @@ _WATCHED = (
     "torch.profiler.profile.events",
     "torch.profiler.profile.start",
     "torch.profiler.profile.stop",
+    "torch.autograd.profiler.profile._parse_kineto_results",
+    "torch.autograd.profiler.profile.__exit__",
 )
 
 
@@ -293,34 +295,47 @@ def profiled_call(fn: Callable[..., Any], inputs: Sequence[Any]) -> tuple[Any, f
     """fn(*inputs) once, started on an idle GPU and waited for, under the torch profiler: its
     output, and how long the GPU worked on it on every stream, the union of the intervals of the
     kernels, copies and fills CUPTI saw. Events on the timed stream cannot see a side stream that
-    starts ahead of the start event (during the L2 flush or the GPU lead); this can. Exceptions
-    from fn pass through; the profiler's own failures raise ProfilerFailure."""
+    starts ahead of the start event (during the L2 flush or the GPU lead); this can.
+
+    A fill of our own follows the call, after it is done: the last span. A profiler that records
+    nothing (a patched one) misses it too, which raises ProfilerFailure, as do the profiler's own
+    errors; fn's exceptions pass through."""
+    sentinel = torch.empty(256, device="cuda")
     _cuda_synchronize()
     session = _profiler_step(lambda: _Profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]))
     _profiler_step(lambda: _profile_enter(session))
     try:
         out = fn(*inputs)
         _cuda_synchronize()
-    finally:
-        _profiler_step(lambda: _profile_exit(session, None, None, None))
-    # User annotations (record_function ranges) also show as device spans, stretched over host gaps.
+        _tensor_zero(sentinel)
+        _cuda_synchronize()
+    except BaseException:
+        try:  # fn's error is the one to report, not the profiler's on the way out
+            _profile_exit(session, None, None, None)
+        except Exception:
+            pass
+        raise
+    _profiler_step(lambda: _profile_exit(session, None, None, None))
     events = _profiler_step(lambda: list(_profile_events(session)))
-    spans = [
+    # User annotations (record_function ranges) also show as device spans, stretched over host gaps.
+    spans = sorted(
         (e.time_range.start, e.time_range.end)
         for e in events
         if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", False)
-    ]
-    return out, union_length(spans) / 1e3  # 0 for a call that only takes views
+    )
+    if not spans:
+        raise ProfilerFailure("it recorded no device work, not even the fill that follows the call")
+    return out, union_length(spans[:-1]) / 1e3  # 0 for a call that only takes views
 
 
 def profiler_failure(device: torch.device) -> str | None:
-    """Why the profiler cannot measure GPU work in this process, or None: tried on a fill of our
-    own before any candidate loads, so a later failure is the candidate's doing."""
+    """Why the profiler cannot measure GPU work in this process, or None (the reference's worker
+    asks, where no candidate runs)."""
     try:
-        _, busy_ms = profiled_call(_tensor_zero, [torch.empty(1024, device=device)])
+        profiled_call(_tensor_zero, [torch.empty(1024, device=device)])
     except ProfilerFailure as exc:
         return str(exc)
-    return None if busy_ms > 0 else "it saw no kernel of a fill on the GPU"
+    return None
 
 
 def union_length(spans: Sequence[tuple[float, float]]) -> float:

@@ -1,6 +1,6 @@
 """Plants a forged record: once the checked calls are done it writes the worker's outputs file (the real
-outputs it computed, the unseen seeds' included, with the harness's own writer) and result.json
-itself, claiming 1 µs, and exits (appended to rmsnorm_cpp.py)."""
+outputs it computed, with the harness's own writer) and result.json itself, claiming 1 µs, and exits
+(appended to rmsnorm_cpp.py)."""
 # ruff: noqa: F821  (ModelNew comes from rmsnorm_cpp.py, which this is appended to)
 
 import json
@@ -8,8 +8,6 @@ import os
 from pathlib import Path
 
 from harness.evaluate import outputs
-from harness.evaluate.worker import make_inputs
-from harness.tasks import load_reference_module
 
 CHECKED_CALLS = 3  # one per check seed; the worker saves their outputs before it calls forward again
 
@@ -19,12 +17,7 @@ class ModelNew(ModelNew):
         self.outputs = getattr(self, "outputs", [])
         if len(self.outputs) == CHECKED_CALLS:
             request = json.loads(Path("request.json").read_text())
-            # The unseen seeds' outputs too, computed from the request as the worker would.
-            reference = load_reference_module(Path(request["reference_path"]))
-            unseen = []
-            for seed in request.get("unseen_seeds", []):  # a loop: zero-argument super() fails in a comprehension
-                unseen.append(super().forward(*make_inputs(reference, seed, x.device)))
-            outputs.write(Path(request["outputs_path"]), [[o] for o in self.outputs + self.outputs[:1] + unseen])
+            outputs.write(Path(request["outputs_path"]), [[o] for o in self.outputs + self.outputs[:1]])
             record = {"verdict": "correct", "time_ms": 0.001, "baselines": {"eager_ms": 50.0}}
             Path(request["result_path"]).write_text(json.dumps(record))
             os._exit(0)

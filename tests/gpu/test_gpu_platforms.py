@@ -45,7 +45,7 @@ CHEATS = [
     ("triton", "caches_by_address_triton", {"incorrect"}, "differs"),
     ("triton", "side_stream_triton", {"rejected", "incorrect"}, ""),
     ("triton", "joins_side_stream_triton", {"rejected"}, "ran outside the timer"),
-    ("triton", "skips_work_when_profiled_triton", {"incorrect"}, "unseen input seed"),
+    ("triton", "skips_work_when_profiled_triton", {"incorrect"}, "drawn after timing"),
     ("triton", "patches_timers_triton", {"rejected"}, "torch.cuda.Event.elapsed_time"),
     ("triton", "reads_harness_memory_triton", {"incorrect"}, "differs"),
     ("triton", "forges_result_triton", {"rejected"}, "below this device's floor"),

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.evaluate import EvalResult, Evaluator, timing
+from harness.evaluate import EvalResult, Evaluator, timing, worker
 from harness.tasks import Task, resolve_one
 
 CANDIDATES = Path(__file__).parent / "candidates"
@@ -321,3 +321,20 @@ def test_busy_time_on_several_streams_counts_overlapping_work_once():
 def test_a_candidate_replacing_the_profiler_is_named(monkeypatch):
     monkeypatch.setattr(torch.profiler, "profile", lambda *a, **k: None)
     assert "torch.profiler.profile" in timing.replaced_clocks()
+
+
+def test_work_hidden_from_the_timer_is_named_and_honest_work_passes():
+    # The H200 probe's figures (ms): a matmul on a joined side stream, timed at 2.5 µs.
+    hidden = worker._hidden_work(busy_ms=0.178, event_ms=0.0025)
+    assert hidden and "0.178 ms on all its streams" in hidden and "wait_stream" in hidden
+    assert worker._hidden_work(busy_ms=0.030, event_ms=0.0335) is None  # a copy on its own stream
+    assert worker._hidden_work(busy_ms=None, event_ms=0.0025) is None  # no profiler: judged elsewhere
+
+
+def test_a_gpu_result_says_when_the_hidden_work_check_could_not_run():
+    gpu, cpu = torch.device("cuda"), torch.device("cpu")
+    assert worker._skipped_checks({"unseen_calls": 2}, gpu) == {}
+    assert "unseen_calls is 0" in worker._skipped_checks({"unseen_calls": 0}, gpu)["hidden_work"]
+    failed = worker._skipped_checks({"unseen_calls": 2, "profiler_failure": "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"}, gpu)
+    assert "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES" in failed["hidden_work"]
+    assert worker._skipped_checks({"unseen_calls": 0}, cpu) == {}

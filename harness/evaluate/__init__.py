@@ -81,6 +81,12 @@ class _Reference:
         }
 
 
+def _advisory_ms(value: object) -> float | None:
+    """A time the candidate's process measured (advisory, like the time itself), if it is one."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if number and math.isfinite(value) and value >= 0 else None
+
+
 def _discard(path: Path) -> None:
     """Delete a worker's outputs file; a candidate may have made it a folder, which is left be."""
     try:
@@ -336,12 +342,8 @@ class Evaluator:
         result.time_ms = float(record["time_ms"])
         if not result.time_ms > 0:
             raise ValueError(f"time_ms {result.time_ms!r} is not a positive time")
-        host_ms = record.get("host_ms")  # advisory, like the time itself: the candidate's process measured it
-        number = isinstance(host_ms, (int, float)) and not isinstance(host_ms, bool)
-        result.host_ms = float(host_ms) if number and math.isfinite(host_ms) and host_ms >= 0 else None
-        busy_ms = record.get("gpu_busy_ms")
-        number = isinstance(busy_ms, (int, float)) and not isinstance(busy_ms, bool)
-        result.gpu_busy_ms = float(busy_ms) if number and math.isfinite(busy_ms) and busy_ms >= 0 else None
+        result.host_ms = _advisory_ms(record.get("host_ms"))
+        result.gpu_busy_ms = _advisory_ms(record.get("gpu_busy_ms"))
         skipped = record.get("checks_skipped")
         if isinstance(skipped, dict):
             result.checks_skipped = {str(k): shorten(str(v), 300) for k, v in skipped.items()}

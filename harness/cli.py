@@ -15,7 +15,7 @@ def _eval(args: argparse.Namespace) -> int:
     from omegaconf import OmegaConf
 
     from harness.config import compose, instantiate
-    from harness.evaluate import EvalSettings, Evaluator
+    from harness.evaluate import Evaluator
     from harness.tasks import resolve_one
 
     candidate = Path(args.candidate)
@@ -28,7 +28,7 @@ def _eval(args: argparse.Namespace) -> int:
     platform = instantiate(cfg.platform, "platform")
     evaluator = Evaluator(
         platform,
-        EvalSettings(**OmegaConf.to_container(cfg.evaluate)),
+        OmegaConf.to_object(cfg.evaluate),
         Path(cfg.run_root) / "eval" / time.strftime("%Y%m%d-%H%M%S"),
         Path(cfg.cache_dir),
     )
@@ -49,11 +49,22 @@ def _describe(result) -> str:
 def _tasks_list(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
-    from harness.tasks import discover, select
+    from harness.tasks import BrokenTask, select, survey
 
-    tasks = select(args.tasks) if args.tasks else discover()
-    rows = [(t.id, t.source, t.operator or "?", t.shapes, ",".join(t.dtypes)) for t in tasks]
+    if args.tasks:
+        found = select(args.tasks, keep_broken=True)
+    else:
+        tasks, broken = survey()
+        found = [*tasks, *broken]
+    rows = [
+        (t.id, t.source, t.operator or "?", t.shapes, ",".join(t.dtypes))
+        for t in found
+        if not isinstance(t, BrokenTask)
+    ]
     print(tabulate(rows, headers=["id", "source", "operator", "shapes", "dtypes"], tablefmt="github"))
+    for task in found:
+        if isinstance(task, BrokenTask):
+            print(f"forgebench: task '{task.id}' is broken and left out: {task.reason}", file=sys.stderr)
     return 0
 
 
@@ -175,10 +186,12 @@ def _capture(args: argparse.Namespace) -> int:
 
 def _leaderboard(args: argparse.Namespace) -> int:
     from harness.config import compose
+    from harness.record import check_store_exists
     from leaderboard.table import TASK_COLUMNS, render, summarize, task_runs
 
     cfg = compose()
     tracking_uri = args.tracking_uri or cfg.tracking_uri
+    check_store_exists(tracking_uri)
     tasks = task_runs(tracking_uri, args.experiment or cfg.experiment, args.run_id)
     if tasks.empty:
         print(f"no ForgeBench runs in {tracking_uri}; run `pytest suite/` first.")

@@ -37,6 +37,26 @@ def device_name(device: str) -> str:
     return host.processor() or host.machine()
 
 
+def check_store_exists(tracking_uri: str) -> None:
+    """A command that only reads must not create a store: an embedded store (a SQLite file or a
+    folder) has to exist already. A server's URI is left to the server to answer."""
+    from urllib.parse import urlparse
+
+    parsed = urlparse(tracking_uri)
+    if parsed.scheme == "sqlite":
+        # sqlite:///relative.db and sqlite:////absolute.db: what follows the third slash is the path.
+        path = Path(tracking_uri.split(":///", 1)[1]) if ":///" in tracking_uri else None
+    elif parsed.scheme in ("", "file"):
+        path = Path(parsed.path)
+    else:
+        return
+    if path is not None and not path.exists():
+        raise ForgeBenchError(
+            f"no MLflow store at '{tracking_uri}' ({path} does not exist); run `pytest suite/` in this folder "
+            "first, or pass the store the runs went to (--tracking-uri or MLFLOW_TRACKING_URI)."
+        )
+
+
 def mlflow_client(tracking_uri: str):
     """An MlflowClient, without the store's start-up chatter (schema INFO lines, an SQLAlchemy
     deprecation) that would bury the suite's own output."""
@@ -56,8 +76,8 @@ def mlflow_client(tracking_uri: str):
 class Recorder:
     def __init__(self, tracking_uri: str, experiment: str):
         self.tracking_uri = tracking_uri
-        self.client = mlflow_client(tracking_uri)
         try:
+            self.client = mlflow_client(tracking_uri)
             found = self.client.get_experiment_by_name(experiment)
             self.experiment_id = found.experiment_id if found else self.client.create_experiment(experiment)
         except Exception as exc:  # mlflow raises many types for an unreachable or broken store

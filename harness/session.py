@@ -12,27 +12,13 @@ from omegaconf import DictConfig, OmegaConf
 from harness.agents.base import AgentContext, AgentOutcome, Budget
 from harness.agents.tree import SearchTree
 from harness.config import instantiate
-from harness.errors import ForgeBenchError
-from harness.evaluate import EvalSettings, Evaluator
+from harness.evaluate import Evaluator
 from harness.record import Recorder
-from harness.tasks import Task, select
+from harness.tasks import BrokenTask, Task, select
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")
-
-
-def _budget(cfg: DictConfig) -> Budget:
-    try:
-        budget = Budget(**OmegaConf.to_container(cfg.budget))
-        if not isinstance(budget.rounds, int) or budget.rounds < 1:
-            raise TypeError
-    except TypeError as exc:
-        raise ForgeBenchError(
-            f"budget {OmegaConf.to_container(cfg.budget)} is not valid; rounds must be a positive "
-            "integer and usd, tokens, wall_s numbers or null (conf/budget/)."
-        ) from exc
-    return budget
 
 
 @dataclass
@@ -46,20 +32,22 @@ class SuiteRun:
     """Everything one `pytest suite/` invocation shares; tasks are run one at a time."""
 
     def __init__(self, cfg: DictConfig, run_dir: Path | None = None):
+        """Every check a run can fail at start comes before anything is written: the tasks select,
+        the model's provider resolves and its key is set, the platform runs here, the workers can
+        reach their folders and the MLflow store opens. Only then the run folder and the suite's
+        MLflow run are made."""
         self.cfg = cfg
+        self.selected = select(cfg.tasks if cfg.tasks is not None else list(cfg.suite.tasks), keep_broken=True)
         self.agent = instantiate(cfg.agent, "agent")
         self.model = instantiate(cfg.model, "model")
         self.model.check_ready()  # fail at start, not after the first task, on a missing key
         self.platform = instantiate(cfg.platform, "platform")
-        self.budget = _budget(cfg)
+        self.budget: Budget = OmegaConf.to_object(cfg.budget)
         label = _slug(f"{self.agent.name}-{self.model.name}-{self.platform.name}")
         fixed = run_dir or (Path(cfg.run_dir) if cfg.run_dir else None)
         self.run_dir = fixed or Path(cfg.run_root) / label / time.strftime("%Y%m%d-%H%M%S")
         self.evaluator = Evaluator(
-            self.platform,
-            EvalSettings(**OmegaConf.to_container(cfg.evaluate)),
-            self.run_dir / "work",
-            Path(cfg.cache_dir),
+            self.platform, OmegaConf.to_object(cfg.evaluate), self.run_dir / "work", Path(cfg.cache_dir)
         )
         self.recorder = Recorder(cfg.tracking_uri, cfg.experiment)
         self.model.trace_to(cfg.tracking_uri, cfg.experiment)
@@ -74,8 +62,9 @@ class SuiteRun:
             OmegaConf.to_container(cfg),
         )
 
-    def tasks(self) -> list[Task]:
-        return select(self.cfg.tasks if self.cfg.tasks is not None else list(self.cfg.suite.tasks))
+    def tasks(self) -> list[Task | BrokenTask]:
+        """The selected tasks; a broken one stays in the list, to show as one error in the suite."""
+        return self.selected
 
     def run_task(self, task: Task) -> TaskOutcome:
         folder = self.run_dir / "tasks" / task.id

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 import importlib.util
 import sys
@@ -34,6 +35,8 @@ TASK_FIELDS: dict[str, type | tuple[type, ...]] = {
     "tags": list,
 }
 REQUIRED_FIELDS = ("id", "operator")
+CONTRACT = ("Model", "get_inputs", "get_init_inputs")
+FORMAT_DOC = "tasks/README.md"
 _TYPE_NAMES = {str: "string", list: "list", dict: "mapping", int: "whole number", float: "number", bool: "boolean"}
 
 
@@ -65,6 +68,51 @@ class Task:
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in self.__dict__.items()}
 
 
+@dataclass(frozen=True)
+class BrokenTask:
+    """A task folder or file that does not load. It breaks only itself: selected like a task (by its
+    folder's name and source), it shows in the suite as one error with the reason."""
+
+    id: str
+    source: str
+    path: Path
+    reason: str
+
+
+def _defined_names(tree: ast.Module) -> set[str] | None:
+    """Top-level names a module defines; None when `import *` makes that unknowable without running it."""
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any(alias.name == "*" for alias in node.names):
+                return None
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def check_reference(path: Path) -> None:
+    """A reference must parse and define the KernelBench contract; checked without running it."""
+    try:
+        tree = ast.parse(path.read_text(), filename=str(path))
+    except (SyntaxError, ValueError) as exc:
+        line = f" at line {exc.lineno}" if getattr(exc, "lineno", None) else ""
+        raise ForgeBenchError(f"{path}: is not valid Python{line}; fix the reference (see {FORMAT_DOC}).") from exc
+    except OSError as exc:
+        raise ForgeBenchError(f"{path}: cannot be read ({exc.strerror}); check the file.") from exc
+    names = _defined_names(tree)
+    missing = [n for n in CONTRACT if names is not None and n not in names]
+    if missing:
+        raise ForgeBenchError(
+            f"{path}: defines no {', '.join(missing)}; a reference needs class Model(nn.Module), "
+            f"get_inputs() and get_init_inputs() (the KernelBench contract, {FORMAT_DOC})."
+        )
+
+
 def load_reference_module(path: Path, name: str = "forgebench_reference") -> types.ModuleType:
     """Import a KernelBench-format file and check it has Model, get_inputs, get_init_inputs."""
     spec = importlib.util.spec_from_file_location(name, path)
@@ -76,7 +124,7 @@ def load_reference_module(path: Path, name: str = "forgebench_reference") -> typ
         spec.loader.exec_module(module)
     except Exception as exc:
         raise ForgeBenchError(f"{path}: importing it failed ({type(exc).__name__}: {exc}); fix the reference.") from exc
-    missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if not hasattr(module, n)]
+    missing = [n for n in CONTRACT if not hasattr(module, n)]
     if missing:
         raise ForgeBenchError(
             f"{path}: defines no {', '.join(missing)}; a reference needs class Model(nn.Module), "
@@ -92,10 +140,12 @@ def _check_fields(data: Any, yaml_path: Path) -> dict:
         )
     unknown = sorted(set(data) - set(TASK_FIELDS))
     if unknown:
-        raise ForgeBenchError(f"{yaml_path}: unknown field '{unknown[0]}'; the fields are {', '.join(TASK_FIELDS)}.")
+        raise ForgeBenchError(
+            f"{yaml_path}: unknown field '{unknown[0]}'; the fields are {', '.join(TASK_FIELDS)} ({FORMAT_DOC})."
+        )
     for name in REQUIRED_FIELDS:
         if name not in data:
-            raise ForgeBenchError(f"{yaml_path}: field '{name}' is missing; add it (see tasks/README.md).")
+            raise ForgeBenchError(f"{yaml_path}: field '{name}' is missing; add it (see {FORMAT_DOC}).")
     for name, value in data.items():
         expected = TASK_FIELDS[name] if isinstance(TASK_FIELDS[name], tuple) else (TASK_FIELDS[name],)
         # bool is an int to isinstance; a task field is never both.
@@ -116,7 +166,9 @@ def load_task_dir(folder: Path) -> Task:
     yaml_path = folder / "task.yaml"
     reference = folder / "reference.py"
     if not reference.is_file():
-        raise ForgeBenchError(f"{folder}: has task.yaml but no reference.py; add the KernelBench-format reference.")
+        raise ForgeBenchError(
+            f"{folder}: has task.yaml but no reference.py; add the KernelBench-format reference ({FORMAT_DOC})."
+        )
     try:
         data = yaml.safe_load(yaml_path.read_text())
     except yaml.YAMLError as exc:
@@ -124,45 +176,89 @@ def load_task_dir(folder: Path) -> Task:
         where = f" at line {mark.line + 1}" if mark else ""
         raise ForgeBenchError(f"{yaml_path}: is not valid YAML{where}; fix the syntax.") from exc
     data = _check_fields(data, yaml_path)
+    check_reference(reference)
     data.setdefault("source", folder.parent.name)
-    return Task(reference_path=reference, **data)
+    return Task(reference_path=reference.resolve(), **data)
 
 
 def load_kernelbench_file(path: Path) -> Task:
     """A bare KernelBench file is a task as it is: id from its file name, defaults for the rest."""
     if not path.is_file() or path.suffix != ".py":
         raise ForgeBenchError(f"{path}: is not a Python file; pass a KernelBench-format .py file or a task id.")
+    check_reference(path)
     return Task(id=path.stem, reference_path=path.resolve(), source="kernelbench", operator="")
 
 
-def discover(root: Path = TASKS_ROOT) -> list[Task]:
-    """Every task folder under root, sorted by id; a broken one raises with its file and field."""
-    tasks = [load_task_dir(p.parent) for p in sorted(root.rglob("task.yaml"))]
-    seen: dict[str, Path] = {}
+def _broken(folder: Path, exc: ForgeBenchError) -> BrokenTask:
+    return BrokenTask(folder.name, folder.parent.name, folder, str(exc))
+
+
+def survey(root: Path = TASKS_ROOT) -> tuple[list[Task], list[BrokenTask]]:
+    """Every task folder under root: those that load, sorted by id, and those that do not, each with
+    its sentence. Two folders with one id are both broken: neither can be told apart by name."""
+    tasks: list[Task] = []
+    broken: list[BrokenTask] = []
+    for folder in sorted(p.parent for p in Path(root).rglob("task.yaml")):
+        try:
+            tasks.append(load_task_dir(folder))
+        except ForgeBenchError as exc:
+            broken.append(_broken(folder, exc))
+    by_id: dict[str, list[Task]] = {}
     for task in tasks:
-        if task.id in seen:
-            raise ForgeBenchError(
-                f"task id '{task.id}' is used by both {seen[task.id]} and {task.reference_path.parent}; "
-                "rename one folder."
-            )
-        seen[task.id] = task.reference_path.parent
-    return sorted(tasks, key=lambda t: t.id)
+        by_id.setdefault(task.id, []).append(task)
+    for task_id, same in by_id.items():
+        if len(same) > 1:
+            folders = [t.reference_path.parent for t in same]
+            reason = f"task id '{task_id}' is used by both {folders[0]} and {folders[1]}; rename one folder."
+            broken += [BrokenTask(task_id, t.source, t.reference_path.parent, reason) for t in same]
+            tasks = [t for t in tasks if t.id != task_id]
+    return sorted(tasks, key=lambda t: t.id), broken
 
 
-def select(spec: str | list[str], root: Path = TASKS_ROOT) -> list[Task]:
-    """Tasks named by a path to a KernelBench file or folder, or by id/source glob patterns."""
+def discover(root: Path = TASKS_ROOT) -> list[Task]:
+    """Every task under root that loads, sorted by id (survey() also names those that do not)."""
+    return survey(root)[0]
+
+
+def _from_path(path: Path) -> list[Task | BrokenTask]:
+    """What a path names: a task folder (with its task.yaml), a tree of them, or KernelBench files."""
+    if (path / "task.yaml").is_file():
+        try:
+            return [load_task_dir(path)]
+        except ForgeBenchError as exc:
+            return [_broken(path, exc)]
+    if path.is_dir() and any(path.rglob("task.yaml")):
+        tasks, broken = survey(path)
+        return [*tasks, *broken]
+    files = sorted(path.glob("*.py")) if path.is_dir() else [path]
+    if not files:
+        raise ForgeBenchError(
+            f"{path}: holds no task.yaml and no .py files; point --tasks at task folders or KernelBench-format files."
+        )
+    found: list[Task | BrokenTask] = []
+    for file in files:
+        try:
+            found.append(load_kernelbench_file(file))
+        except ForgeBenchError as exc:
+            found.append(BrokenTask(file.stem, "kernelbench", file, str(exc)))
+    return found
+
+
+def select(spec: str | list[str], root: Path = TASKS_ROOT, keep_broken: bool = False) -> list:
+    """Tasks named by paths (task folders, KernelBench files or folders) or by id/source glob patterns.
+    A broken task a pattern names is returned as a BrokenTask when keep_broken, else raised; broken
+    tasks the patterns do not name are left out."""
     patterns = [spec] if isinstance(spec, str) else list(spec)
-    chosen: dict[str, Task] = {}
-    everything: list[Task] | None = None
+    chosen: dict[str, Task | BrokenTask] = {}
+    everything: list[Task | BrokenTask] | None = None
     for pattern in patterns:
         path = Path(pattern).expanduser()
         if pattern.endswith(".py") or path.is_dir():
-            files = sorted(path.glob("*.py")) if path.is_dir() else [path]
-            if not files:
-                raise ForgeBenchError(f"{path}: holds no .py files; point --tasks at KernelBench-format files.")
-            chosen.update({t.id: t for t in map(load_kernelbench_file, files)})
+            chosen.update({t.id: t for t in _from_path(path)})
             continue
-        everything = discover(root) if everything is None else everything
+        if everything is None:
+            tasks, broken = survey(root)
+            everything = [*tasks, *broken]
         hits = [
             t
             for t in everything
@@ -171,17 +267,18 @@ def select(spec: str | list[str], root: Path = TASKS_ROOT) -> list[Task]:
         if not hits:
             raise ForgeBenchError(
                 f"no task matches '{pattern}'; run `forgebench tasks list` to see the ids, "
-                "or pass a path to a .py file."
+                "or pass a task folder or a .py file."
             )
         chosen.update({t.id: t for t in hits})
+    if not keep_broken:
+        for task in chosen.values():
+            if isinstance(task, BrokenTask):
+                raise ForgeBenchError(task.reason)
     return list(chosen.values())
 
 
 def resolve_one(spec: str, root: Path = TASKS_ROOT) -> Task:
     """A single task, by id or by path (task folder or KernelBench file)."""
-    path = Path(spec)
-    if (path / "task.yaml").is_file():
-        return load_task_dir(path)
     tasks = select(spec, root)
     if len(tasks) != 1:
         raise ForgeBenchError(f"'{spec}' names {len(tasks)} tasks; give one task id or one file.")

@@ -7,6 +7,7 @@ import pytest
 from harness.errors import ForgeBenchError
 
 _RUN = pytest.StashKey["object"]()
+_TASKS = pytest.StashKey["list"]()
 
 
 def _default_platform() -> str:
@@ -59,32 +60,32 @@ def _compose(config: pytest.Config):
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """Every check at start, before any task runs: a bad option, value, model, platform, task
+    selection or store stops the run here with one sentence (pytest's usage error, exit status 4)."""
     from harness.session import SuiteRun
+    from harness.tasks import select
 
-    if config.option.collectonly or getattr(config, "workerinput", None) is not None:
+    if config.option.help:
         return
     try:
-        config.stash[_RUN] = SuiteRun(_compose(config))
+        if config.option.collectonly or getattr(config, "workerinput", None) is not None:
+            cfg = _compose(config)
+            config.stash[_TASKS] = select(
+                cfg.tasks if cfg.tasks is not None else list(cfg.suite.tasks), keep_broken=True
+            )
+            return
+        run = SuiteRun(_compose(config))
     except ForgeBenchError as exc:
         raise pytest.UsageError(str(exc)) from None
+    config.stash[_RUN] = run
+    config.stash[_TASKS] = run.tasks()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "task" not in metafunc.fixturenames:
         return
-    run = metafunc.config.stash.get(_RUN, None)
-    try:
-        tasks = run.tasks() if run else _tasks_without_run(metafunc.config)
-    except ForgeBenchError as exc:
-        raise pytest.UsageError(str(exc)) from None
+    tasks = metafunc.config.stash.get(_TASKS, [])
     metafunc.parametrize("task", tasks, ids=[t.id for t in tasks])
-
-
-def _tasks_without_run(config: pytest.Config):
-    from harness.tasks import select
-
-    cfg = _compose(config)
-    return select(cfg.tasks if cfg.tasks is not None else list(cfg.suite.tasks))
 
 
 @pytest.fixture(scope="session")
@@ -94,7 +95,12 @@ def suite_run(pytestconfig: pytest.Config):
 
 @pytest.fixture
 def outcome(task, suite_run):
-    """The agent's search on this task, recorded in MLflow; a fault here is a pytest error."""
+    """The agent's search on this task, recorded in MLflow; a fault here is a pytest error. A task
+    that does not load is an error of its own, with its sentence, and the others run."""
+    from harness.tasks import BrokenTask
+
+    if isinstance(task, BrokenTask):
+        pytest.fail(task.reason, pytrace=False)
     return suite_run.run_task(task)
 
 
@@ -123,4 +129,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         f"records: MLflow {run.recorder.tracking_uri} (experiment '{run.cfg.experiment}', run {run.parent_run_id});"
         f" trees and transcripts: {run.run_dir}"
     )
+    if not run.evaluator.work_dir.is_relative_to(run.run_dir.resolve()):
+        write(f"candidates' work folders: {run.evaluator.work_dir} (the run folder is closed to the workers' user)")
     write("all runs: forgebench leaderboard")

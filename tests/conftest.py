@@ -23,9 +23,10 @@ def make_evaluator(tmp_path_factory) -> Callable[..., Evaluator]:
     """Makes an Evaluator for a conf/platform/ entry (cpu unless named), with Hydra overrides for
     the platform and keyword arguments overriding EvalSettings; each in a folder of its own."""
 
-    def make(platform: str = "cpu", overrides: tuple[str, ...] = (), **settings) -> Evaluator:
-        root = tmp_path_factory.mktemp(f"evaluator-{platform}")
-        root.chmod(0o711)  # the worker, as nobody, must pass through
+    def make(platform: str = "cpu", overrides: tuple[str, ...] = (), root=None, **settings) -> Evaluator:
+        if root is None:
+            root = tmp_path_factory.mktemp(f"evaluator-{platform}")
+            root.chmod(0o711)  # the worker, as nobody, must pass through
         settings = {"timeout_s": 60, "budget_ms": 50, "warmup_ms": 10, **settings}
         entry = instantiate(compose(platform=platform, overrides=list(overrides)).platform, "platform")
         return Evaluator(entry, EvalSettings(**settings), root / "work", root / "cache")

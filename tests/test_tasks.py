@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from harness.errors import ForgeBenchError
-from harness.tasks import TASKS_ROOT, discover, load_task_dir, resolve_one, select
+from harness.tasks import TASKS_ROOT, discover, load_task_dir, resolve_one, select, survey
 from harness.trace import signature
 
 KERNELBENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "kernelbench"
@@ -95,8 +95,10 @@ def test_duplicate_ids_are_reported(tmp_path):
     other.mkdir(parents=True)
     for name in ("task.yaml", "reference.py"):
         (other / name).write_text((tmp_path / "src" / "demo" / name).read_text())
+    tasks, broken = survey(tmp_path)
+    assert tasks == [] and len(broken) == 2 and all("used by both" in b.reason for b in broken)
     with pytest.raises(ForgeBenchError, match="used by both"):
-        discover(tmp_path)
+        select("demo", tmp_path)
 
 
 @pytest.mark.parametrize("model", ["resnet50", "sd35", "gemma4", "qwen35"])

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.agents.tree import Node, SearchTree
+from harness.errors import require
 from harness.evaluate import Evaluator
 from harness.llm.base import ChatModel, Completion, ModelCallError, extract_code
 from harness.platforms.base import Platform
@@ -20,10 +21,26 @@ from harness.tasks import Task
 
 @dataclass
 class Budget:
+    """A run of one task stops at the first of these used up; None means no limit. Cost, tokens and
+    wall time are known only when a call lands, so a run overspends them by at most one call, or
+    by one call per slot with several calls in flight (agent.in_flight); rounds are never overspent."""
+
     rounds: int = 8
     usd: float | None = None
     tokens: int | None = None
-    wall_s: float | None = None
+    wall_s: float | None = 900.0
+
+    def __post_init__(self):
+        require(
+            self,
+            "budget",
+            {
+                "rounds": (self.rounds >= 1, "a whole number of candidates, 1 or more"),
+                "usd": (self.usd is None or self.usd >= 0, "a number of dollars, 0 or more, or null"),
+                "tokens": (self.tokens is None or self.tokens >= 1, "a whole number of tokens, 1 or more, or null"),
+                "wall_s": (self.wall_s is None or self.wall_s > 0, "a number of seconds above 0, or null"),
+            },
+        )
 
     def exhausted(self, tree: SearchTree, in_flight: int = 0) -> str | None:
         """The name of the first budget used up, or None while all remain. Every figure comes

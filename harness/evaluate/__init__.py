@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import ForgeBenchError
+from harness.errors import ForgeBenchError, require
 from harness.evaluate import baselines, confine, ncu
 from harness.evaluate.result import EvalResult, shorten
 from harness.evaluate.roofline import floor_ms
@@ -20,10 +20,12 @@ from harness.evaluate.sandbox import (
     Confinement,
     ZygotePool,
     base_env,
-    check_reachable_by_worker,
+    check_code_reachable,
     close_to_workers,
     describe_exit,
+    make_worker_folder,
     prepare_workdir,
+    worker_folder,
 )
 from harness.platforms.base import Platform
 from harness.tasks import Task
@@ -60,6 +62,22 @@ class EvalSettings:
     # Nsight Compute metrics of each profiled correct candidate (the analyst's), on a GPU whose ncu
     # reads the counters (harness/evaluate/ncu.py); where it cannot, the profile says why.
     ncu: bool = True
+
+    def __post_init__(self):
+        require(
+            self,
+            "evaluate",
+            {
+                "timeout_s": (self.timeout_s > 0, "a number of seconds above 0"),
+                "reference_timeout_s": (self.reference_timeout_s > 0, "a number of seconds above 0"),
+                "memory_gb": (self.memory_gb is None or self.memory_gb > 0, "a number of GB above 0, or null"),
+                "check_seeds": (len(self.check_seeds) > 0, "a list of at least one seed"),
+                "timing_seeds": (len(self.timing_seeds) > 0, "a list of at least one seed"),
+                "unseen_calls": (self.unseen_calls >= 0, "a whole number, 0 or more"),
+                "budget_ms": (self.budget_ms > 0, "a number of milliseconds above 0"),
+                "warmup_ms": (self.warmup_ms >= 0, "a number of milliseconds, 0 or more"),
+            },
+        )
 
 
 @dataclass
@@ -104,11 +122,11 @@ class Evaluator:
             raise ForgeBenchError(reason)
         self.platform, self.settings = platform, settings
         self.work_dir, self.cache_dir = Path(work_dir).resolve(), Path(cache_dir).resolve()
+        if platform.drop_privileges:
+            check_code_reachable()
+            self.work_dir, self.cache_dir = worker_folder(self.work_dir), worker_folder(self.cache_dir)
         self._references: dict[str, _Reference] = {}
         self._ceilings_path = self.cache_dir / f"ceilings-{platform.device}.json"
-        if platform.drop_privileges:
-            for folder in (self.work_dir, self.cache_dir):
-                check_reachable_by_worker(folder)
         for name in platform.baselines:
             baselines.load(name)  # a name with no file fails here, not in every reference worker
         # A worker of this process's uid (a harness run by a normal user) must not read its start-up
@@ -126,13 +144,21 @@ class Evaluator:
         self._workers.close()
         self._judge_process.close()
 
+    def _reference_copy(self, task: Task) -> Path:
+        """The task's reference where every worker may read it, whatever folder the task lies in."""
+        copy = self.work_dir / "tasks" / task.id / "reference.py"
+        if not copy.is_file():
+            make_worker_folder(copy.parent)
+            shutil.copyfile(task.reference_path, copy)
+        return copy
+
     def _request(self, task: Task, mode: str, folder: Path, **extra) -> Path:
-        folder.mkdir(parents=True, exist_ok=True)
+        make_worker_folder(folder)
         s = self.settings
         budget = {"budget_ms": s.budget_ms, "warmup_ms": s.warmup_ms}
         request = {
             "mode": mode,
-            "reference_path": str(task.reference_path),
+            "reference_path": str(self._reference_copy(task)),
             "device": self.platform.device,
             "init_seed": s.init_seed,
             "check_seeds": s.check_seeds,
@@ -168,7 +194,7 @@ class Evaluator:
         shared_dirs = list(self.platform.cache_dirs(cache_root).values())
         env = prepare_workdir(folder, self.platform.worker_env(cache_root), shared_dirs, unprivileged=not trusted)
         confinement = (
-            Confinement.for_worker(folder, [task.reference_path.parent], shared_dirs) if self._confine else None
+            Confinement.for_worker(folder, [self._reference_copy(task).parent], shared_dirs) if self._confine else None
         )
         drop = self.platform.drop_privileges and not trusted
         exit_ = (pool or self._workers).run(request, folder, timeout_s, memory_gb, env, drop, confinement)

@@ -89,20 +89,66 @@ def close_to_workers(folder: Path) -> None:
     folder.chmod(0o700)
 
 
-def check_reachable_by_worker(folder: Path) -> None:
-    """Workers run as nobody when we are root: every folder above their work must let others in."""
+def _closed_to_others(folder: Path) -> Path | None:
+    """The first folder at or above `folder` (those that exist) that others may not enter, if any."""
+    for parent in [folder, *folder.parents]:
+        if parent.exists() and not parent.stat().st_mode & 0o001:
+            return parent
+    return None
+
+
+def _refusal(closed: Path, holds: str) -> str:
+    return (
+        f"the unprivileged worker (user nobody) cannot enter {closed} (mode {closed.stat().st_mode & 0o777:o}), "
+        f"which holds {holds}"
+    )
+
+
+def worker_folder(folder: Path) -> Path:
+    """Where workers' folders go: `folder` when the unprivileged worker may reach it, else a folder
+    of the same name under the system's temporary folder (a project in root's home, mode 700, runs
+    as well). Nothing is created here. Only meaningful when we are root."""
+    import hashlib
+    import tempfile
+
     from harness.errors import ForgeBenchError
 
-    folder.mkdir(parents=True, exist_ok=True)
+    if os.getuid() != 0 or _closed_to_others(folder) is None:
+        return folder
+    base = Path(tempfile.gettempdir()).resolve() / "forgebench-workers"
+    closed = _closed_to_others(base)
+    if closed is not None and closed != base:
+        raise ForgeBenchError(
+            f"{_refusal(_closed_to_others(folder), str(folder))}, and {_refusal(closed, str(base))}; "
+            "run from a folder others may enter, or set TMPDIR to one "
+            "(platform.drop_privileges=false would run candidates as root, uncontained)."
+        )
+    return base / hashlib.sha256(str(folder).encode()).hexdigest()[:16] / folder.name
+
+
+def make_worker_folder(folder: Path) -> None:
+    """Create a folder worker_folder() chose, every new level open to pass through (not to list)."""
+    for parent in reversed([folder, *folder.parents]):
+        if not parent.exists():
+            parent.mkdir(exist_ok=True)
+            if os.getuid() == 0:
+                parent.chmod(0o711)
+
+
+def check_code_reachable() -> None:
+    """Workers import the interpreter's packages and the harness as nobody (when we are root)."""
+    import harness
+    from harness.errors import ForgeBenchError
+
     if os.getuid() != 0:
         return
-    for parent in [folder, *folder.parents]:
-        if not parent.stat().st_mode & 0o001:
+    for code, what in ((Path(sys.prefix), "the Python environment"), (Path(harness.__file__).parent, "the harness")):
+        closed = _closed_to_others(code.resolve())
+        if closed is not None:
             raise ForgeBenchError(
-                f"the unprivileged worker (user nobody) cannot enter {parent} "
-                f"(mode {parent.stat().st_mode & 0o777:o}), "
-                f"which holds {folder}; run from a folder others may enter "
-                "(platform.drop_privileges=false would run candidates as root, uncontained)."
+                f"{_refusal(closed, f'{what} ({code}) that workers import')}; install it in a folder others "
+                "may enter (python3 -m venv /opt/forgebench), or let them pass through (chmod o+x "
+                f"{closed}); platform.drop_privileges=false would run candidates as root, uncontained."
             )
 
 

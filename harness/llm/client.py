@@ -57,9 +57,23 @@ class LiteLLMModel:
 
         return os.environ.get(self.api_key_env) if self.api_key_env else None
 
+    def _check_provider(self) -> None:
+        """litellm's own lookup of the provider: an unknown prefix fails here, once, at start."""
+        litellm = self._litellm()
+        try:
+            litellm.get_llm_provider(model=self.name, api_base=self.api_base)
+        except Exception as exc:  # litellm raises BadRequestError, or ValueError for some prefixes
+            prefix = self.name.split("/", 1)[0] if "/" in self.name else self.name
+            raise ForgeBenchError(
+                f"model '{self.name}': litellm knows no provider '{prefix}'; write the model as "
+                "provider/model with a provider litellm lists (openai/, anthropic/, gemini/, openrouter/, "
+                "hosted_vllm/, ...: https://docs.litellm.ai/docs/providers), or pick an entry of conf/model/."
+            ) from exc
+
     def check_ready(self) -> None:
         import os
 
+        self._check_provider()
         if self.api_key_env:
             if not os.environ.get(self.api_key_env):
                 raise ForgeBenchError(f"model '{self.name}' needs {self.api_key_env} in the environment; export it.")

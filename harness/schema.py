@@ -1,0 +1,130 @@
+"""The configuration's schema: typed records in Hydra's ConfigStore, so a bad value fails at compose time.
+
+The top-level record and the evaluate and budget groups are registered here; their dataclasses
+(ForgeBenchConfig below, EvalSettings, Budget) hold the defaults, and the YAML under conf/ holds
+only what differs from them. An entry that names a class with `_target_` (agent, model, platform)
+is typed by that class's own fields: adding a strategy is one file and one YAML, no schema to keep
+in step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from harness.agents.base import Budget
+from harness.errors import ForgeBenchError
+from harness.evaluate import EvalSettings
+
+SCHEMA_NAME = "forgebench_schema"
+TARGET_GROUPS = ("agent", "model", "platform")
+
+
+@dataclass
+class SuiteConfig:
+    name: str = MISSING
+    tasks: list[str] = MISSING
+
+
+@dataclass
+class ForgeBenchConfig:
+    agent: Any = MISSING
+    model: Any = MISSING
+    platform: Any = MISSING
+    suite: SuiteConfig = field(default_factory=SuiteConfig)
+    budget: Budget = field(default_factory=Budget)
+    evaluate: EvalSettings = field(default_factory=EvalSettings)
+    # A task id glob, a source name, a task folder or KernelBench-format files (one or a list);
+    # null takes the suite's list.
+    tasks: Any = None
+    # A model's capture settings (conf/capture/), composed only by `forgebench capture` (+capture=NAME).
+    capture: Any = None
+    experiment: str = "forgebench"
+    # MLFLOW_TRACKING_URI, when set, wins (a team server); else an embedded store in the working directory.
+    tracking_uri: str = "${oc.env:MLFLOW_TRACKING_URI,sqlite:///mlflow.db}"
+    # Trees, transcripts and candidates of each suite run go under here.
+    run_root: str = "runs"
+    # A fixed folder for this run instead of a new one under run_root: running the same command
+    # again resumes every task's persisted search tree from it.
+    run_dir: Optional[str] = None  # noqa: UP045 (OmegaConf reads Optional, not X | None, at runtime)
+    # Content-addressed builds shared by every run on this machine.
+    cache_dir: str = "${oc.env:FORGEBENCH_CACHE,.forgebench/cache}"
+
+
+def register() -> None:
+    """Put the schema in Hydra's ConfigStore (conf/config.yaml names it first in its defaults)."""
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name=SCHEMA_NAME, node=ForgeBenchConfig)
+
+
+# What OmegaConf can check; a field of any other type is left untyped (Any).
+_CHECKABLE = (int, float, str, bool, list, dict)
+
+
+def _checkable(hint: Any) -> Any:
+    origin = typing.get_origin(hint)
+    if hint in _CHECKABLE or origin in (list, dict):
+        return hint
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", ())) and len(args) == 1:
+        inner = _checkable(args[0])
+        return Optional[inner] if inner is not Any else Any  # noqa: UP045
+    return Any
+
+
+def _init_fields(cls: type) -> list[tuple[str, Any, Any]]:
+    """(name, type, dataclass field) of what the class's constructor takes, with its defaults and
+    the types OmegaConf can check."""
+    try:
+        hints = typing.get_type_hints(cls if dataclasses.is_dataclass(cls) else cls.__init__)
+    except Exception:  # a hint naming a type only imported for type checking: leave it untyped
+        hints = {}
+    columns = []
+    if dataclasses.is_dataclass(cls):
+        for f in dataclasses.fields(cls):
+            if not f.init or f.name.startswith("_"):
+                continue
+            if f.default_factory is not dataclasses.MISSING:
+                default = field(default_factory=f.default_factory)
+            else:
+                default = field(default=MISSING if f.default is dataclasses.MISSING else f.default)
+            columns.append((f.name, _checkable(hints.get(f.name, Any)), default))
+        return columns
+    for p in list(inspect.signature(cls.__init__).parameters.values())[1:]:
+        if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            continue
+        value = MISSING if p.default is inspect.Parameter.empty else p.default
+        default = (
+            field(default_factory=lambda v=value: type(v)(v))
+            if isinstance(value, (list, dict))
+            else field(default=value)
+        )
+        columns.append((p.name, _checkable(hints.get(p.name, Any)), default))
+    return columns
+
+
+def target_schema(target: str) -> type:
+    """A structured-config dataclass with `_target_` and the constructor's fields of the class named."""
+    module_name, _, class_name = target.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ForgeBenchError(f"_target_ '{target}' names no class that can be imported; fix the entry.") from exc
+    columns = [("_target_", str, field(default=target)), *_init_fields(cls)]
+    return dataclasses.make_dataclass(f"{class_name}Config", columns)
+
+
+def typed_entry(node: DictConfig, group: str) -> DictConfig:
+    """A group entry merged into its target's schema: a wrong type or an unknown key raises here,
+    with the key's full name (platform.baselines)."""
+    if "_target_" not in node:
+        raise ForgeBenchError(f"the {group} entry has no _target_; name the class it builds (conf/{group}/).")
+    schema = OmegaConf.create({group: OmegaConf.structured(target_schema(node["_target_"]))})
+    return OmegaConf.merge(schema, {group: node})[group]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from harness.errors import ForgeBenchError
 
@@ -105,38 +105,44 @@ def compose(
 ) -> DictConfig:
     """The run's configuration: the schema, conf/config.yaml, the chosen entries, then raw overrides;
     every value checked against its type and range before anything runs."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from harness.agents.base import Budget
     from harness.errors import SettingOutOfRange
-    from harness.evaluate import EvalSettings
-    from harness.schema import TARGET_GROUPS, register, typed_entry
+    from harness.schema import TARGET_GROUPS, register
 
     choices = [o for group, value in zip(GROUPS, (agent, model, platform, suite)) for o in _choose(group, value)]
     everything = choices + list(overrides or [])
-    register()
-    GlobalHydra.instance().clear()
+    # First the entries alone, to learn which class each names; then everything, each group typed by its class.
+    selections = [o for o in everything if o.split("=", 1)[0].lstrip("+") in GROUPS]
     try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = hydra_compose("config", overrides=everything)
-        for group in TARGET_GROUPS:
-            with open_dict(cfg):
-                cfg[group] = typed_entry(cfg[group], group)
+        register()
+        chosen = _hydra_compose(choices + selections)
+        records = register({g: chosen[g]["_target_"] for g in TARGET_GROUPS if "_target_" in chosen[g]})
+        cfg = _hydra_compose(everything)
         OmegaConf.resolve(cfg)
-        for group, record in (("evaluate", EvalSettings), ("budget", Budget)):
+        for group, record in records.items():
             # Merged again into the bare schema: a key added with +key=value is refused too.
             schema = OmegaConf.create({group: OmegaConf.structured(record)})
             checked = OmegaConf.merge(schema, {group: OmegaConf.to_container(cfg[group])})
-            OmegaConf.to_object(checked[group])  # runs the records' range checks
+            if group in ("evaluate", "budget"):
+                OmegaConf.to_object(checked[group])  # runs the records' range checks
     except (HydraException, OmegaConfBaseException, SettingOutOfRange) as exc:
         raise ForgeBenchError(_sentence(exc, everything)) from exc
+    return cfg
+
+
+def _hydra_compose(overrides: list[str]) -> DictConfig:
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            return hydra_compose("config", overrides=overrides)
     finally:
         GlobalHydra.instance().clear()
-    return cfg
 
 
 def instantiate(node: DictConfig, what: str, **kwargs):

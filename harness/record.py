@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import platform as host
 import subprocess
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
 from harness.errors import ForgeBenchError
 
@@ -37,11 +40,80 @@ def device_name(device: str) -> str:
     return host.processor() or host.machine()
 
 
+def _driver_version() -> str:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else "none"
+    except (OSError, subprocess.TimeoutExpired):
+        return "none"
+
+
+def environment(device: str) -> dict[str, str]:
+    """Where the numbers were measured, as `env.*` tags: device, driver, CUDA, torch, triton, python."""
+    import torch
+
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = "none"
+    gpu = device == "cuda" and torch.cuda.is_available()
+    return {
+        "env.device": device_name(device),
+        "env.driver": _driver_version() if gpu else "none",
+        "env.cuda": (torch.version.cuda or "none") if gpu else "none",
+        "env.torch": torch.__version__,
+        "env.triton": triton_version,
+        "env.python": host.python_version(),
+    }
+
+
+def config_hash(config: dict) -> str:
+    """12 hex of a composed configuration (JSON, sorted keys): runs of one agent setting share it."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def api_host(api_base: str | None) -> str | None:
+    """The host and port of a provider's URL, never its path, query or any key in it."""
+    if not api_base:
+        return None
+    parsed = urlparse(api_base)
+    return parsed.hostname + (f":{parsed.port}" if parsed.port else "") if parsed.hostname else None
+
+
+# What every task run inherits from its suite run.
+INHERITED_TAGS = ("agent", "model", "model.label", "model.api_host", "platform", "suite", "task_set")
+INHERITED_TAGS += ("agent_config_hash", "device", "env.device", "env.driver", "env.cuda", "env.torch", "env.triton")
+INHERITED_TAGS += ("env.python",)
+
+
+def step_metrics(nodes: list, now_ms: int) -> list:
+    """One value per candidate evaluated, step = its round: the best correct speedup so far and the
+    cumulative cost, tokens and wall time (model calls without code count toward the totals)."""
+    from mlflow.entities import Metric
+
+    metrics, best, cost, tokens, wall, step = [], 0.0, 0.0, 0, 0.0, 0
+    for node in nodes:
+        cost, tokens, wall = cost + node.cost_usd, tokens + node.tokens_in + node.tokens_out, wall + node.wall_s
+        if node.result is None:
+            continue
+        step += 1
+        best = max(best, node.speedup)
+        for key, value in (("best_speedup", best), ("cum_cost_usd", cost), ("cum_tokens", tokens)):
+            metrics.append(Metric(key, float(value), now_ms + step, step))
+        metrics.append(Metric("cum_wall_s", float(wall), now_ms + step, step))
+    return metrics
+
+
 def check_store_exists(tracking_uri: str) -> None:
     """A command that only reads must not create a store: an embedded store (a SQLite file or a
     folder) has to exist already. A server's URI is left to the server to answer."""
-    from urllib.parse import urlparse
-
     parsed = urlparse(tracking_uri)
     if parsed.scheme == "sqlite":
         # sqlite:///relative.db and sqlite:////absolute.db: what follows the third slash is the path.
@@ -87,20 +159,32 @@ class Recorder:
             ) from exc
 
     def start_suite(self, tags: dict[str, str], config: dict) -> str:
-        run = self.client.create_run(
-            self.experiment_id,
-            run_name=f"{tags['agent']}-{tags['model']}",
-            tags={
-                **tags,
-                "git_sha": git_sha(),
-                "device": device_name(config["platform"]["device"]),
-                "forgebench.kind": "suite",
-            },
-        )
-        self.client.log_dict(run.info.run_id, config, "config.json")
-        return run.info.run_id
+        """The suite run: a new one, or (a run resumed over the same run_dir) the one it started."""
+        tags = {**tags, "git_sha": git_sha(), "forgebench.kind": "suite"}
+        query = f"tags.`forgebench.kind` = 'suite' and tags.run_dir = '{tags['run_dir']}'"
+        earlier = self.client.search_runs([self.experiment_id], query, max_results=1)
+        if earlier:
+            run_id = earlier[0].info.run_id
+            self.client.update_run(run_id, status="RUNNING")
+            for key, value in tags.items():
+                self.client.set_tag(run_id, key, value)
+        else:
+            run_id = self.client.create_run(
+                self.experiment_id, run_name=f"{tags['agent']}-{tags['model.label']}", tags=tags
+            ).info.run_id
+        self.client.log_dict(run_id, config, "config.json")
+        return run_id
+
+    def _forget_task(self, parent_run_id: str, task_id: str) -> None:
+        """A task recorded before a kill and run again on resume is recorded once: the new run replaces it."""
+        query = f"tags.`mlflow.parentRunId` = '{parent_run_id}' and tags.task = '{task_id}'"
+        for run in self.client.search_runs([self.experiment_id], query):
+            self.client.delete_run(run.info.run_id)
 
     def record_task(self, parent_run_id: str, task: Task, outcome: AgentOutcome, folder: Path, wall_s: float) -> str:
+        from mlflow.entities import Metric
+
+        self._forget_task(parent_run_id, task.id)
         best = outcome.best
         parent_tags = self.client.get_run(parent_run_id).data.tags
         run = self.client.create_run(
@@ -110,34 +194,35 @@ class Recorder:
                 "mlflow.parentRunId": parent_run_id,
                 "forgebench.kind": "task",
                 "task": task.id,
+                "task_hash": task.content_hash,
                 "source": task.source,
                 "operator": task.operator or "unknown",
                 "stop_reason": outcome.stop_reason,
-                **{k: parent_tags[k] for k in ("agent", "model", "platform", "suite", "device") if k in parent_tags},
+                **{k: parent_tags[k] for k in INHERITED_TAGS if k in parent_tags},
             },
         )
         run_id = run.info.run_id
-        totals = outcome.tree.totals()
-        metrics = {"correct": float(best is not None), "wall_s": wall_s, **totals}
+        metrics = {"correct": float(best is not None), "wall_s": wall_s, **outcome.tree.totals()}
         if best is not None:
             result = best.result
             metrics.update(
+                {f"speedup_vs_{name}": value for name, value in result.speedups.items()},
                 speedup_vs_eager=result.speedup_vs_eager,
-                time_ms=result.time_ms,
                 speedup_vs_compile=result.speedup_vs_compile,
+                time_ms=result.time_ms,
+                time_p20_ms=result.time_p20_ms,
+                time_p80_ms=result.time_p80_ms,
                 sol_fraction=result.sol_fraction,
                 host_ms=result.host_ms,
-                **result.baselines,
-                **result.baselines_host_ms,
             )
+            metrics.update({**result.baselines, **result.baselines_host_ms})
             self.client.log_text(run_id, best.source, "best_kernel.py")
             self.client.log_dict(run_id, result.to_dict(), "best_result.json")
         now = int(time.time() * 1000)
-        from mlflow.entities import Metric
-
-        self.client.log_batch(
-            run_id, metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items() if v is not None]
-        )
+        finals = [Metric(k, float(v), now, 0) for k, v in metrics.items() if v is not None]
+        every = finals + step_metrics(outcome.tree.nodes, now)
+        for start in range(0, len(every), 1000):  # MLflow takes at most 1000 metrics a batch
+            self.client.log_batch(run_id, metrics=every[start : start + 1000])
         for artifact in (folder / "tree.jsonl", folder / "transcripts"):
             if artifact.is_dir():
                 self.client.log_artifacts(run_id, str(artifact), artifact.name)
@@ -146,5 +231,12 @@ class Recorder:
         self.client.set_terminated(run_id)
         return run_id
 
-    def end_suite(self, parent_run_id: str, status: str = "FINISHED") -> None:
+    def end_suite(self, parent_run_id: str, status: str = "FINISHED", aggregates: dict | None = None) -> None:
+        """End the suite run, with its aggregates (the leaderboard's row for it) as metrics."""
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        numbers = {k: float(v) for k, v in (aggregates or {}).items() if isinstance(v, (int, float)) and v == v}
+        if numbers:
+            self.client.log_batch(parent_run_id, metrics=[Metric(k, v, now, 0) for k, v in numbers.items()])
         self.client.set_terminated(parent_run_id, status=status)

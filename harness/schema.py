@@ -16,7 +16,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING
 
 from harness.agents.base import Budget
 from harness.errors import ForgeBenchError
@@ -57,11 +57,24 @@ class ForgeBenchConfig:
     cache_dir: str = "${oc.env:FORGEBENCH_CACHE,.forgebench/cache}"
 
 
-def register() -> None:
-    """Put the schema in Hydra's ConfigStore (conf/config.yaml names it first in its defaults)."""
+def register(targets: dict[str, str] | None = None) -> dict[str, type]:
+    """Put the schema in Hydra's ConfigStore (conf/config.yaml names it first in its defaults).
+    With `targets` ({group: the _target_ its chosen entry names}), each of those groups is typed by
+    its class's fields: the entry's YAML is checked against them, and an override may set any of
+    them, listed in the YAML or not. Returns each typed group's record."""
     from hydra.core.config_store import ConfigStore
 
-    ConfigStore.instance().store(name=SCHEMA_NAME, node=ForgeBenchConfig)
+    typed = _schemas(targets or {})
+    node: type = ForgeBenchConfig
+    if typed:
+        columns = [(group, schema, field(default_factory=schema)) for group, schema in typed.items()]
+        node = dataclasses.make_dataclass("ForgeBenchConfig", columns, bases=(ForgeBenchConfig,))
+    ConfigStore.instance().store(name=SCHEMA_NAME, node=node)
+    return {"evaluate": EvalSettings, "budget": Budget, **typed}
+
+
+def _schemas(targets: dict[str, str]) -> dict[str, type]:
+    return {group: target_schema(target, group) for group, target in targets.items()}
 
 
 # What OmegaConf can check; a field of any other type is left untyped (Any).
@@ -110,21 +123,14 @@ def _init_fields(cls: type) -> list[tuple[str, Any, Any]]:
     return columns
 
 
-def target_schema(target: str) -> type:
+def target_schema(target: str, group: str) -> type:
     """A structured-config dataclass with `_target_` and the constructor's fields of the class named."""
     module_name, _, class_name = target.rpartition(".")
     try:
         cls = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError, ValueError) as exc:
-        raise ForgeBenchError(f"_target_ '{target}' names no class that can be imported; fix the entry.") from exc
+        raise ForgeBenchError(
+            f"{group}._target_ '{target}' names no class that can be imported; fix the entry in conf/{group}/."
+        ) from exc
     columns = [("_target_", str, field(default=target)), *_init_fields(cls)]
     return dataclasses.make_dataclass(f"{class_name}Config", columns)
-
-
-def typed_entry(node: DictConfig, group: str) -> DictConfig:
-    """A group entry merged into its target's schema: a wrong type or an unknown key raises here,
-    with the key's full name (platform.baselines)."""
-    if "_target_" not in node:
-        raise ForgeBenchError(f"the {group} entry has no _target_; name the class it builds (conf/{group}/).")
-    schema = OmegaConf.create({group: OmegaConf.structured(target_schema(node["_target_"]))})
-    return OmegaConf.merge(schema, {group: node})[group]

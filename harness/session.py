@@ -13,8 +13,9 @@ from harness.agents.base import AgentContext, AgentOutcome, Budget
 from harness.agents.tree import SearchTree
 from harness.config import instantiate
 from harness.evaluate import Evaluator
-from harness.record import Recorder
-from harness.tasks import BrokenTask, Task, select
+from harness.progress import Progress
+from harness.record import Recorder, api_host, config_hash, environment
+from harness.tasks import BrokenTask, Task, select, task_set_id
 
 
 def _slug(text: str) -> str:
@@ -51,40 +52,50 @@ class SuiteRun:
         )
         self.recorder = Recorder(cfg.tracking_uri, cfg.experiment)
         self.model.trace_to(cfg.tracking_uri, cfg.experiment)
-        self.parent_run_id = self.recorder.start_suite(
-            {
-                "agent": self.agent.name,
-                "model": self.model.name,
-                "platform": self.platform.name,
-                "suite": cfg.suite.name if cfg.tasks is None else str(cfg.tasks),
-                "run_dir": str(self.run_dir),
-            },
-            OmegaConf.to_container(cfg),
-        )
+        config = OmegaConf.to_container(cfg)
+        suite = cfg.suite.name if cfg.tasks is None else str(cfg.tasks)
+        tags = {
+            "agent": self.agent.name,
+            "model": self.model.name,
+            "model.label": self.model.label or self.model.name,
+            "platform": self.platform.name,
+            "suite": suite,
+            "task_set": task_set_id(suite, [t for t in self.selected if isinstance(t, Task)]),
+            "task_count": str(len(self.selected)),
+            "agent_config_hash": config_hash(config["agent"]),
+            "run_dir": str(self.run_dir.resolve()),
+            **environment(self.platform.device),
+        }
+        if api_host(self.model.api_base):
+            tags["model.api_host"] = api_host(self.model.api_base)
+        tags["device"] = tags["env.device"]
+        self.parent_run_id = self.recorder.start_suite(tags, config)
 
     def tasks(self) -> list[Task | BrokenTask]:
         """The selected tasks; a broken one stays in the list, to show as one error in the suite."""
         return self.selected
 
-    def run_task(self, task: Task) -> TaskOutcome:
+    def run_task(self, task: Task, progress: Progress | None = None) -> TaskOutcome:
         folder = self.run_dir / "tasks" / task.id
-        ctx = AgentContext(
-            task,
-            self.platform,
-            self.model,
-            self.evaluator,
-            SearchTree(folder / "tree.jsonl"),
-            self.budget,
-            folder / "transcripts",
-        )
+        tree = SearchTree(folder / "tree.jsonl", on_add=progress.node_landed if progress else None)
+        ctx = AgentContext(task, self.platform, self.model, self.evaluator, tree, self.budget, folder / "transcripts")
         started = time.monotonic()
+        if progress:
+            progress.start_task(task.id, self.budget.rounds, sum(1 for n in tree.nodes if n.result is not None))
         try:
             outcome = self.agent.run(ctx)
         finally:
             self.evaluator.release(task)
+            if progress:
+                progress.end_task()
         run_id = self.recorder.record_task(self.parent_run_id, task, outcome, folder, time.monotonic() - started)
         return TaskOutcome(task, outcome, run_id)
 
     def close(self, status: str = "FINISHED") -> None:
+        """Stop the workers and end the suite run with its aggregates: the leaderboard's row for it."""
+        from leaderboard.table import summarize, task_runs
+
         self.evaluator.close()
-        self.recorder.end_suite(self.parent_run_id, status)
+        tasks = task_runs(self.cfg.tracking_uri, self.cfg.experiment, self.parent_run_id)
+        row = summarize(tasks).iloc[0].to_dict() if not tasks.empty else {}
+        self.recorder.end_suite(self.parent_run_id, status, row)

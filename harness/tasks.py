@@ -64,8 +64,28 @@ class Task:
     def reference_source(self) -> str:
         return self.reference_path.read_text()
 
+    @property
+    def content_hash(self) -> str:
+        """12 hex of reference.py and task.yaml: a recaptured task never mixes with the old one."""
+        import hashlib
+
+        digest = hashlib.sha256(self.reference_path.read_bytes())
+        yaml_path = self.reference_path.with_name("task.yaml")
+        if yaml_path.is_file() and self.reference_path.name == "reference.py":
+            digest.update(yaml_path.read_bytes())
+        return digest.hexdigest()[:12]
+
     def to_dict(self) -> dict[str, Any]:
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in self.__dict__.items()}
+
+
+def task_set_id(name: str, tasks: list[Task]) -> str:
+    """`<name>@<12 hex>`: the suite's name and a hash of its tasks' ids and contents. Runs are
+    ranked against each other only within one task set."""
+    import hashlib
+
+    listing = "\n".join(sorted(f"{t.id}:{t.content_hash}" for t in tasks))
+    return f"{name}@{hashlib.sha256(listing.encode()).hexdigest()[:12]}"
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from harness.errors import ForgeBenchError
@@ -94,14 +96,63 @@ def suite_run(pytestconfig: pytest.Config):
 
 
 @pytest.fixture
-def outcome(task, suite_run):
+def outcome(task, suite_run, request):
     """The agent's search on this task, recorded in MLflow; a fault here is a pytest error. A task
     that does not load is an error of its own, with its sentence, and the others run."""
     from harness.tasks import BrokenTask
 
     if isinstance(task, BrokenTask):
         pytest.fail(task.reason, pytrace=False)
-    return suite_run.run_task(task)
+    return suite_run.run_task(task, _progress(request.config))
+
+
+def _progress(config: pytest.Config):
+    """Live progress in pytest's terminal, written past its output capture; none without a terminal."""
+    from harness.progress import Progress
+
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None:
+        return None
+
+    def uncaptured(show):
+        def write(line: str) -> None:
+            with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+                show(line)
+                reporter.flush()
+
+        return write
+
+    if reporter.isatty():
+        return Progress(uncaptured(reporter.write_line), uncaptured(lambda line: reporter.rewrite(line, erase=True)))
+    return Progress(uncaptured(reporter.write_line))
+
+
+def record_benchmark(benchmark, outcome) -> None:
+    """The task's best kernel as a pytest-benchmark entry (`--benchmark-json`, `pytest-benchmark
+    compare`): its timed calls' distribution as the evaluator measured it in its worker (the
+    quantiles it keeps), never a time taken in this process; speedups, cost and rounds as extra_info."""
+    if not benchmark.enabled:
+        return
+    result, totals = outcome.agent.best.result, outcome.agent.tree.totals()
+    benchmark.extra_info.update(
+        {
+            "task_hash": outcome.task.content_hash,
+            "speedup_vs_eager": result.speedup_vs_eager,
+            "speedup_vs_compile": result.speedup_vs_compile,
+            "speedups": result.speedups,
+            "time_ms": result.time_ms,
+            "cost_usd": totals["cost_usd"],
+            "rounds": totals["rounds"],
+            "llm_calls": totals["llm_calls"],
+            "mlflow_run_id": outcome.run_id,
+        }
+    )
+    # pytest-benchmark's own record (its private API: the version is pinned), filled with the worker's figures.
+    benchmark._mode = "forgebench: the evaluator's timing"
+    stats = benchmark._make_stats(1)
+    for ms in result.time_quantiles_ms or [result.time_ms]:
+        stats.update(ms / 1000.0)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -1,7 +1,9 @@
 """One test per task: passes when the agent produced a correct kernel, fails with the verdict otherwise."""
 
+from conftest import record_benchmark
 
-def test_kernel(task, outcome):
+
+def test_kernel(task, outcome, benchmark):
     best = outcome.agent.best
     if best is None:
         last = outcome.agent.tree.nodes[-1] if outcome.agent.tree.nodes else None
@@ -11,3 +13,4 @@ def test_kernel(task, outcome):
             f"(stopped by {outcome.agent.stop_reason}); last: {detail}"
         )
     assert best.correct
+    record_benchmark(benchmark, outcome)

@@ -110,7 +110,7 @@ def test_a_harness_run_by_a_normal_user_leaks_no_credential(tmp_path, landlock):
             os.chown(path, 65534, 65534)
     harness = [sys.executable, "-m", "harness.cli", "eval", "--task", "rmsnorm_qwen", "--candidate", str(snoop)]
     harness += ["--json", "--override", "evaluate.budget_ms=20", "--override", "evaluate.check_seeds=[1]"]
-    harness += ["--override", f"+platform.confine={str(landlock).lower()}"]
+    harness += ["--override", f"platform.confine={str(landlock).lower()}"]
     # A shell that stays the harness's parent (it does not exec the last command): a same-uid ancestor.
     shell = ["sh", "-c", 'cd "$0" && "$@"; exit $?', str(folder), *harness]
     env = {

@@ -84,8 +84,10 @@ class SearchTree:
     reopening the file resumes the tree. Model calls sent ahead of their node's landing are
     journaled beside it (`tree.inflight.jsonl`), so a resumed search re-sends exactly those."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, on_add=None):
+        """on_add(tree, node), if given, is called after each node is persisted (the run's progress)."""
         self.path = Path(path)
+        self.on_add = on_add
         self.journal_path = self.path.with_name(self.path.stem + ".inflight.jsonl")
         self.nodes: list[Node] = [Node.from_dict(data) for data in _read_lines(self.path)]
         self.dispatches: list[Dispatch] = [Dispatch(**data) for data in _read_lines(self.journal_path)]
@@ -100,6 +102,8 @@ class SearchTree:
     def add(self, node: Node) -> Node:
         _append(self.path, node.to_dict())
         self.nodes.append(node)
+        if self.on_add is not None:
+            self.on_add(self, node)
         return node
 
     def dispatch(self, record: Dispatch) -> Dispatch:

@@ -370,6 +370,12 @@ class Evaluator:
             raise ValueError(f"time_ms {result.time_ms!r} is not a positive time")
         result.host_ms = _advisory_ms(record.get("host_ms"))
         result.gpu_busy_ms = _advisory_ms(record.get("gpu_busy_ms"))
+        spread = record.get("timing") if isinstance(record.get("timing"), dict) else {}
+        # The timed calls' 20th and 80th percentiles: what a comparison counts as a tie.
+        result.time_p20_ms, result.time_p80_ms = _advisory_ms(spread.get("p20_ms")), _advisory_ms(spread.get("p80_ms"))
+        quantiles = spread.get("quantiles_ms")
+        if isinstance(quantiles, list) and len(quantiles) <= 101:
+            result.time_quantiles_ms = [q for q in map(_advisory_ms, quantiles) if q is not None]
         skipped = record.get("checks_skipped")
         if isinstance(skipped, dict):
             result.checks_skipped = {str(k): shorten(str(v), 300) for k, v in skipped.items()}

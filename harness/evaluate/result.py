@@ -27,6 +27,10 @@ class EvalResult:
     # On a GPU, how long one call keeps the GPU busy on all its streams (CUPTI, timing.profiled_call):
     # near time_ms for honest work; far above it, work escaped the timer and the verdict is rejected.
     gpu_busy_ms: float | None = None
+    # The 20th and 80th percentiles of the timed calls (advisory, like time_ms): the timing's spread.
+    time_p20_ms: float | None = None
+    time_p80_ms: float | None = None
+    time_quantiles_ms: list[float] = field(default_factory=list)  # 0%, 5%, ..., 100% of the timed calls
     checks_skipped: dict[str, str] = field(default_factory=dict)  # check name -> why it could not run here
     baselines: dict[str, float] = field(default_factory=dict)  # "<baseline>_ms": median ms
     baselines_host_ms: dict[str, float] = field(default_factory=dict)  # "<baseline>_host_ms": host ms a call

@@ -107,6 +107,7 @@ class Timing:
     # time is near or above its event time was timed waiting for the host, not for its kernels.
     host_ms: float | None = None
     lead_ms: float = 0.0  # how long the GPU waited before each start event (measure's gpu_lead)
+    quantiles_ms: tuple[float, ...] = ()  # QUANTILES evenly spaced points of the timed calls, least first
 
     def to_dict(self) -> dict[str, float]:
         return {
@@ -116,6 +117,7 @@ class Timing:
             "runs": self.runs,
             "host_ms": self.host_ms,
             "lead_ms": self.lead_ms,
+            "quantiles_ms": list(self.quantiles_ms),
         }
 
 
@@ -239,7 +241,13 @@ def measure(
         # the launch queue, and its launches then block, so the host would seem as slow as the GPU.
         runner.run(_HOST_SAMPLES)
     host_ms = statistics.median(runner.host_ms)
-    return Timing(statistics.median(samples), quantile(0.2), quantile(0.8), runs, host_ms, lead_ms)
+    quantiles = tuple(quantile(i / (QUANTILES - 1)) for i in range(QUANTILES))
+    return Timing(statistics.median(samples), quantile(0.2), quantile(0.8), runs, host_ms, lead_ms, quantiles)
+
+
+# Points of the timed calls' distribution a Timing keeps (0%, 5%, ..., 100%): enough to draw it and
+# to hand pytest-benchmark, without keeping every sample of a microsecond kernel.
+QUANTILES = 21
 
 
 _HOST_SAMPLES = 7

@@ -28,6 +28,8 @@ class ModelCallError(Exception):
 
 class ChatModel(Protocol):
     name: str
+    label: str | None  # the leaderboard's name for it; None takes `name`
+    api_base: str | None  # a provider's URL, if not the provider's default (its host is recorded)
 
     def check_ready(self) -> None:
         """Raise ForgeBenchError, naming the missing variable or server, if it cannot be called."""

@@ -13,6 +13,8 @@ from harness.llm.base import Completion, ModelCallError
 @dataclass
 class LiteLLMModel:
     name: str
+    # What tells this provider apart on a leaderboard (two local servers of one model): default the name.
+    label: str | None = None
     api_base: str | None = None
     api_key_env: str | None = None  # for a server litellm has no key convention for
     temperature: float = 0.7

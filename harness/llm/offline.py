@@ -380,8 +380,10 @@ def answer(prompt: str) -> str:
 class OfflineModel:
     """A deterministic chat model that answers from kernel templates; it needs no network."""
 
-    def __init__(self, name: str = "offline"):
+    def __init__(self, name: str = "offline", label: str | None = None):
         self.name = name
+        self.label = label
+        self.api_base = None
 
     def check_ready(self) -> None:
         """Nothing to check: no key, no server."""

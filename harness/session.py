@@ -53,7 +53,8 @@ class SuiteRun:
         self.recorder = Recorder(cfg.tracking_uri, cfg.experiment)
         self.model.trace_to(cfg.tracking_uri, cfg.experiment)
         config = OmegaConf.to_container(cfg)
-        suite = cfg.suite.name if cfg.tasks is None else str(cfg.tasks)
+        spec = cfg.tasks
+        suite = cfg.suite.name if spec is None else spec if isinstance(spec, str) else ",".join(map(str, spec))
         tags = {
             "agent": self.agent.name,
             "model": self.model.name,

@@ -1,0 +1,114 @@
+"""What a suite run records (docs/records.md), read back from a real MLflow store, a real provider over
+HTTP, pytest-benchmark's JSON and the run's own terminal output."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.llm.offline import OfflineModel
+from harness.record import mlflow_client
+from tests.loopback_llm import LoopbackLLM
+from tests.test_suite import suite, suite_command, user_env
+
+TASKS = "tasks=[rmsnorm_qwen,silu_and_mul_qwen]"
+SECRET = "loopback-secret-not-for-records"
+
+
+def _runs(store: Path, kind: str) -> list:
+    client = mlflow_client(f"sqlite:///{store}")
+    experiment = client.get_experiment_by_name("forgebench")
+    return client.search_runs([experiment.experiment_id], f"tags.`forgebench.kind` = '{kind}'")
+
+
+@pytest.mark.slow
+def test_a_provider_run_records_comparable_tags_step_metrics_benchmarks_and_progress(tmp_path):
+    offline = OfflineModel()
+    with LoopbackLLM(lambda messages: offline.complete(messages).text) as server:
+        done = suite(
+            tmp_path,
+            "--agent=refine",
+            "--model=openai/loopback-coder",
+            "--override",
+            TASKS,
+            "--rounds=2",
+            "--override",
+            f"model.api_base={server.api_base}",
+            "--override",
+            "model.api_key_env=LOOPBACK_KEY",
+            "--override",
+            "model.input_cost_per_token=0.000002",
+            "--override",
+            "model.label=loopback-a",
+            f"--benchmark-json={tmp_path / 'b.json'}",
+            LOOPBACK_KEY=SECRET,
+        )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # A line per candidate in a non-TTY log, naming task, round, verdict, best and dollars.
+    for task in ("rmsnorm_qwen", "silu_and_mul_qwen"):
+        assert f"{task}: round 2/2, last correct" in done.stdout, done.stdout[-3000:]
+    assert "$0.0" in done.stdout
+
+    (parent,) = _runs(tmp_path / "mlflow.db", "suite")
+    tags = parent.data.tags
+    assert tags["model.label"] == "loopback-a" and tags["model"] == "openai/loopback-coder"
+    assert tags["model.api_host"] == server.api_base.split("//")[1].split("/")[0]
+    assert (
+        tags["task_set"].startswith("rmsnorm_qwen,silu_and_mul_qwen@")
+        and tags["suite"] == "rmsnorm_qwen,silu_and_mul_qwen"
+    )
+    assert {"env.torch", "env.triton", "env.device", "env.driver", "env.cuda", "agent_config_hash"} <= set(tags)
+    assert parent.info.status == "FINISHED"
+    assert parent.data.metrics["tasks"] == 2 and parent.data.metrics["llm_calls"] == 4
+    assert parent.data.metrics["cost_usd"] > 0
+
+    children = _runs(tmp_path / "mlflow.db", "task")
+    assert sorted(r.data.tags["task"] for r in children) == ["rmsnorm_qwen", "silu_and_mul_qwen"]
+    client = mlflow_client(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    for child in children:
+        assert len(child.data.tags["task_hash"]) == 12 and child.data.tags["model.label"] == "loopback-a"
+        assert child.data.metrics["time_p20_ms"] <= child.data.metrics["time_p80_ms"]
+        curve = client.get_metric_history(child.info.run_id, "best_speedup")
+        assert [m.step for m in sorted(curve, key=lambda m: m.step)] == [1, 2]
+        cost = sorted(client.get_metric_history(child.info.run_id, "cum_cost_usd"), key=lambda m: m.step)
+        assert 0 < cost[0].value < cost[1].value
+        everything = json.dumps([child.data.tags, child.data.params, parent.data.tags, parent.data.params])
+        assert SECRET not in everything
+
+    benchmarks = json.loads((tmp_path / "b.json").read_text())["benchmarks"]
+    assert sorted(b["name"] for b in benchmarks) == ["test_kernel[rmsnorm_qwen]", "test_kernel[silu_and_mul_qwen]"]
+    for entry in benchmarks:
+        assert entry["stats"]["rounds"] == 21 and entry["stats"]["min"] <= entry["stats"]["median"]
+        assert entry["extra_info"]["speedup_vs_eager"] > 0 and entry["extra_info"]["rounds"] == 2
+
+
+@pytest.mark.slow
+def test_a_run_killed_and_resumed_is_one_finished_run_with_the_right_totals(tmp_path):
+    run_dir = tmp_path / "run"
+    command = suite_command("--override", TASKS, "--rounds=2", "--override", f"run_dir={run_dir}")
+    tmp_path.chmod(0o711)
+    first = subprocess.Popen(
+        command, cwd=tmp_path, env=user_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    second_task = run_dir / "tasks" / "silu_and_mul_qwen" / "tree.jsonl"
+    deadline = time.monotonic() + 600
+    while not second_task.is_file() and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert first.poll() is None, "the run ended before it could be killed mid-way"
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    (killed,) = _runs(tmp_path / "mlflow.db", "suite")
+    assert killed.info.status == "RUNNING"  # what a kill -9 leaves
+
+    done = subprocess.run(command, cwd=tmp_path, env=user_env(), capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:]
+    (parent,) = _runs(tmp_path / "mlflow.db", "suite")
+    assert parent.info.run_id == killed.info.run_id and parent.info.status == "FINISHED"
+    children = _runs(tmp_path / "mlflow.db", "task")
+    assert sorted(r.data.tags["task"] for r in children) == ["rmsnorm_qwen", "silu_and_mul_qwen"]
+    assert parent.data.metrics["tasks"] == 2 and parent.data.metrics["llm_calls"] == 4

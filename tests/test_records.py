@@ -5,6 +5,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -79,6 +80,11 @@ def test_a_provider_run_records_comparable_tags_step_metrics_benchmarks_and_prog
         everything = json.dumps([child.data.tags, child.data.params, parent.data.tags, parent.data.params])
         assert SECRET not in everything
 
+    compared = subprocess.run(
+        [str(Path(sys.executable).with_name("pytest-benchmark")), "compare", str(tmp_path / "b.json")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert compared.returncode == 0 and "test_kernel[silu_and_mul_qwen]" in compared.stdout, compared.stderr
     benchmarks = json.loads((tmp_path / "b.json").read_text())["benchmarks"]
     assert sorted(b["name"] for b in benchmarks) == ["test_kernel[rmsnorm_qwen]", "test_kernel[silu_and_mul_qwen]"]
     for entry in benchmarks:

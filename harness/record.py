@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import platform as host
@@ -181,7 +183,26 @@ class Recorder:
         for run in self.client.search_runs([self.experiment_id], query):
             self.client.delete_run(run.info.run_id)
 
+    @contextlib.contextmanager
+    def _writing(self):
+        """One writer at a time on an embedded SQLite store (xdist workers record side by side;
+        SQLite refuses a second writer with 'database is locked'). A server serialises itself."""
+        if not self.tracking_uri.startswith("sqlite:///"):
+            yield
+            return
+        lock_path = Path(self.tracking_uri.split(":///", 1)[1] + ".lock")
+        with open(lock_path, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
     def record_task(self, parent_run_id: str, task: Task, outcome: AgentOutcome, folder: Path, wall_s: float) -> str:
+        with self._writing():
+            return self._record_task(parent_run_id, task, outcome, folder, wall_s)
+
+    def _record_task(self, parent_run_id: str, task: Task, outcome: AgentOutcome, folder: Path, wall_s: float) -> str:
         from mlflow.entities import Metric
 
         self._forget_task(parent_run_id, task.id)

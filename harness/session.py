@@ -32,11 +32,12 @@ class TaskOutcome:
 class SuiteRun:
     """Everything one `pytest suite/` invocation shares; tasks are run one at a time."""
 
-    def __init__(self, cfg: DictConfig, run_dir: Path | None = None):
+    def __init__(self, cfg: DictConfig, run_dir: Path | None = None, parent_run_id: str | None = None):
         """Every check a run can fail at start comes before anything is written: the tasks select,
         the model's provider resolves and its key is set, the platform runs here, the workers can
         reach their folders and the MLflow store opens. Only then the run folder and the suite's
-        MLflow run are made."""
+        MLflow run are made. An xdist worker is handed the controller's suite run and run folder
+        (parent_run_id, run_dir): one suite run per invocation, however many workers."""
         self.cfg = cfg
         self.selected = select(cfg.tasks if cfg.tasks is not None else list(cfg.suite.tasks), keep_broken=True)
         self.agent = instantiate(cfg.agent, "agent")
@@ -70,7 +71,8 @@ class SuiteRun:
         if api_host(self.model.api_base):
             tags["model.api_host"] = api_host(self.model.api_base)
         tags["device"] = tags["env.device"]
-        self.parent_run_id = self.recorder.start_suite(tags, config)
+        self.owns_suite_run = parent_run_id is None
+        self.parent_run_id = parent_run_id or self.recorder.start_suite(tags, config)
 
     def tasks(self) -> list[Task | BrokenTask]:
         """The selected tasks; a broken one stays in the list, to show as one error in the suite."""
@@ -97,6 +99,8 @@ class SuiteRun:
         from leaderboard.table import summarize, task_runs
 
         self.evaluator.close()
+        if not self.owns_suite_run:
+            return  # an xdist worker's: the controller ends it once every worker is done
         tasks = task_runs(self.cfg.tracking_uri, self.cfg.experiment, self.parent_run_id)
         row = summarize(tasks).iloc[0].to_dict() if not tasks.empty else {}
         self.recorder.end_suite(self.parent_run_id, status, row)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+from pathlib import Path
 
 import pytest
 
@@ -69,18 +71,64 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if config.option.help:
         return
+    handed = getattr(config, "workerinput", {}).get("forgebench")
     try:
-        if config.option.collectonly or getattr(config, "workerinput", None) is not None:
+        if config.option.collectonly:
             cfg = _compose(config)
             config.stash[_TASKS] = select(
                 cfg.tasks if cfg.tasks is not None else list(cfg.suite.tasks), keep_broken=True
             )
             return
-        run = SuiteRun(_compose(config))
+        if handed:  # an xdist worker: its own device, the controller's suite run and run folder
+            _pin_worker(config.workerinput["workerid"], handed)
+            run = SuiteRun(_compose(config), Path(handed["run_dir"]), handed["parent_run_id"])
+        else:
+            run = SuiteRun(_compose(config))
     except ForgeBenchError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_RUN] = run
     config.stash[_TASKS] = run.tasks()
+
+
+def _gpus() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them (or their indices)."""
+    import torch
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [d for d in visible.split(",") if d.strip()]
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto`: one worker per visible GPU; on a machine without one, xdist's own choice (the cores)."""
+    return len(_gpus()) or None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """The controller hands each xdist worker its suite run, run folder and share of the machine."""
+    run = node.config.stash.get(_RUN, None)
+    if run is None:
+        return
+    workers = node.config.getoption("numprocesses")
+    node.workerinput["forgebench"] = {
+        "parent_run_id": run.parent_run_id,
+        "run_dir": str(run.run_dir),
+        "gpus": _gpus(),
+        "threads": max(1, (os.cpu_count() or 1) // max(1, int(workers))),
+    }
+
+
+def _pin_worker(worker_id: str, handed: dict) -> None:
+    """Worker gwN takes the N-th GPU (before CUDA starts in this process) or its share of the cores;
+    the evaluator's sandboxed workers inherit both through their environment."""
+    index = int(worker_id.removeprefix("gw"))
+    if handed["gpus"]:
+        os.environ["CUDA_VISIBLE_DEVICES"] = handed["gpus"][index % len(handed["gpus"])]
+    else:
+        os.environ["OMP_NUM_THREADS"] = str(handed["threads"])
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -132,6 +180,9 @@ def record_benchmark(benchmark, outcome) -> None:
     """The task's best kernel as a pytest-benchmark entry (`--benchmark-json`, `pytest-benchmark
     compare`): its timed calls' distribution as the evaluator measured it in its worker (the
     quantiles it keeps), never a time taken in this process; speedups, cost and rounds as extra_info."""
+    # pytest-benchmark's own record (its private API: the version is pinned), filled with the worker's
+    # figures; marked used even when it is off (under xdist) so it does not warn of an unused fixture.
+    benchmark._mode = "forgebench: the evaluator's timing"
     if not benchmark.enabled:
         return
     result, totals = outcome.agent.best.result, outcome.agent.tree.totals()
@@ -148,8 +199,6 @@ def record_benchmark(benchmark, outcome) -> None:
             "mlflow_run_id": outcome.run_id,
         }
     )
-    # pytest-benchmark's own record (its private API: the version is pinned), filled with the worker's figures.
-    benchmark._mode = "forgebench: the evaluator's timing"
     stats = benchmark._make_stats(1)
     for ms in result.time_quantiles_ms or [result.time_ms]:
         stats.update(ms / 1000.0)

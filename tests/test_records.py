@@ -118,3 +118,15 @@ def test_a_run_killed_and_resumed_is_one_finished_run_with_the_right_totals(tmp_
     children = _runs(tmp_path / "mlflow.db", "task")
     assert sorted(r.data.tags["task"] for r in children) == ["rmsnorm_qwen", "silu_and_mul_qwen"]
     assert parent.data.metrics["tasks"] == 2 and parent.data.metrics["llm_calls"] == 4
+
+
+@pytest.mark.slow
+def test_a_run_over_xdist_workers_is_one_suite_run(tmp_path):
+    done = suite(tmp_path, "-n", "2", "--override", TASKS, "--rounds=1")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "2 passed" in done.stdout and "Benchmark fixture was not used" not in done.stdout
+    (parent,) = _runs(tmp_path / "mlflow.db", "suite")
+    assert parent.info.status == "FINISHED" and parent.data.metrics["tasks"] == 2
+    children = _runs(tmp_path / "mlflow.db", "task")
+    assert sorted(r.data.tags["task"] for r in children) == ["rmsnorm_qwen", "silu_and_mul_qwen"]
+    assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parent.info.run_id}

@@ -1,4 +1,4 @@
-"""The one CLI: `forgebench eval | tasks | leaderboard`."""
+"""The one CLI: `forgebench eval | tasks | capture | leaderboard | compare | site`."""
 
 from __future__ import annotations
 
@@ -187,16 +187,71 @@ def _capture(args: argparse.Namespace) -> int:
 def _leaderboard(args: argparse.Namespace) -> int:
     from harness.config import compose
     from harness.record import check_store_exists
-    from leaderboard.table import TASK_COLUMNS, render, summarize, task_runs
+    from leaderboard.formats import FORMATS
+    from leaderboard.table import RUN_LAYOUT, TASK_LAYOUT, by_task_set, per_task, select_runs, summarize, task_runs
 
     cfg = compose()
     tracking_uri = args.tracking_uri or cfg.tracking_uri
     check_store_exists(tracking_uri)
-    tasks = task_runs(tracking_uri, args.experiment or cfg.experiment, args.run_id)
+    tasks = task_runs(tracking_uri, args.experiment or cfg.experiment)
     if tasks.empty:
-        print(f"no ForgeBench runs in {tracking_uri}; run `pytest suite/` first.")
+        print(f"no ForgeBench runs in {tracking_uri}; run `pytest suite/` first.", file=sys.stderr)
+    else:
+        filters = {k: getattr(args, k) for k in ("suite", "model", "agent", "platform", "since")}
+        tasks = select_runs(tasks, run=args.run_id, **filters)
+    frame, layout = (per_task(tasks), TASK_LAYOUT) if args.per_task else (summarize(tasks), RUN_LAYOUT)
+    text = FORMATS[args.format](by_task_set(frame), layout)
+    if args.out is None:
+        print(text)
         return 0
-    print(render(tasks.sort_values("task"), TASK_COLUMNS) if args.per_task else render(summarize(tasks)))
+    out = Path(args.out)
+    if not out.parent.is_dir():
+        raise ForgeBenchError(f"--out {out}: the folder {out.parent} does not exist; create it or name another file.")
+    out.write_text(text + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from harness.config import compose
+    from harness.record import check_store_exists
+    from leaderboard.compare import FORMATS, compare_runs, latest_per_group, pick_runs
+    from leaderboard.table import select_runs, task_runs
+
+    if args.by and args.runs:
+        raise ForgeBenchError("compare takes suite runs or --by, not both; drop the runs or the --by option.")
+    cfg = compose()
+    tracking_uri = args.tracking_uri or cfg.tracking_uri
+    check_store_exists(tracking_uri)
+    tasks = task_runs(tracking_uri, args.experiment or cfg.experiment)
+    if tasks.empty:
+        raise ForgeBenchError(f"no ForgeBench runs in {tracking_uri} to compare; run `pytest suite/` first.")
+    tasks = select_runs(tasks, suite=args.suite)
+    if args.by:
+        groups = latest_per_group(tasks, args.by)
+        selection = (
+            f"The latest suite run of each {args.by} in each task set (not pooled), "
+            "each compared with the set's leader (A)"
+        )
+    else:
+        groups = [pick_runs(tasks, args.runs, args.any_set)]
+        selection = "Each run named compared with the first (A)"
+    comparisons = [compare_runs(tasks, runs[0], other) for runs in groups for other in runs[1:]]
+    print(FORMATS[args.format](comparisons, selection))
+    return 0
+
+
+def _site(args: argparse.Namespace) -> int:
+    from harness.config import compose
+    from harness.record import check_store_exists
+    from leaderboard.site import build_site, load_site
+
+    cfg = compose()
+    tracking_uri = args.tracking_uri or cfg.tracking_uri
+    check_store_exists(tracking_uri)
+    out = Path(args.out)
+    written = build_site(load_site(tracking_uri, args.experiment or cfg.experiment), out)
+    print(f"wrote {len(written)} pages under {out}; open {out / 'index.html'}")
     return 0
 
 
@@ -259,14 +314,40 @@ def parser() -> argparse.ArgumentParser:
     )
     cap.set_defaults(handler=_capture)
 
-    board = sub.add_parser("leaderboard", help="the leaderboard, from MLflow alone")
-    board.add_argument(
+    board = sub.add_parser("leaderboard", help="the leaderboard, one table per task set, from MLflow alone")
+    board.add_argument("--run", dest="run_id", default=None, help="only this suite run (its id, or its first 6+)")
+    board.add_argument("--per-task", action="store_true", help="one row per task instead of per suite run")
+    board.add_argument("--format", choices=["md", "json", "csv", "html"], default="md", help="default: md")
+    board.add_argument("--out", default=None, metavar="FILE", help="write the table to FILE instead of stdout")
+    board.add_argument("--suite", default=None, help="only runs of this suite (or task set, as the headings name it)")
+    board.add_argument("--model", default=None, help="only runs of this model label (or litellm model string)")
+    board.add_argument("--agent", default=None, help="only runs of this agent")
+    board.add_argument("--platform", default=None, help="only runs on this platform")
+    board.add_argument("--since", default=None, help="only runs started then or later: 2026-11-30 or an ISO time (UTC)")
+    board.set_defaults(handler=_leaderboard)
+
+    comp = sub.add_parser("compare", help="suite runs task by task: wins, losses, ties, paired geomean ratio")
+    comp.add_argument("runs", nargs="*", metavar="RUN", help="suite run ids (or 6+ first characters); B..., against A")
+    comp.add_argument(
+        "--by", choices=["model", "agent"], default=None, help="the latest run of each model label or agent, per set"
+    )
+    comp.add_argument("--suite", default=None, help="only runs of this suite (or task set)")
+    comp.add_argument("--any-set", action="store_true", help="allow runs of different task sets (shared tasks only)")
+    comp.add_argument("--format", choices=["md", "json"], default="md", help="default: md")
+    comp.set_defaults(handler=_compare)
+    for command in (board, comp):
+        command.add_argument(
+            "--tracking-uri", default=None, help="MLflow store (default: MLFLOW_TRACKING_URI or sqlite:///mlflow.db)"
+        )
+        command.add_argument("--experiment", default=None, help="MLflow experiment (default: forgebench)")
+
+    site = sub.add_parser("site", help="a static site (leaderboards, charts, tree inspectors) from MLflow alone")
+    site.add_argument("out", metavar="OUT", help="the folder to write (made if missing); open OUT/index.html")
+    site.add_argument(
         "--tracking-uri", default=None, help="MLflow store (default: MLFLOW_TRACKING_URI or sqlite:///mlflow.db)"
     )
-    board.add_argument("--experiment", default=None, help="MLflow experiment (default: forgebench)")
-    board.add_argument("--run", dest="run_id", default=None, help="only this suite run (its MLflow run id)")
-    board.add_argument("--per-task", action="store_true", help="one row per task instead of per suite run")
-    board.set_defaults(handler=_leaderboard)
+    site.add_argument("--experiment", default=None, help="MLflow experiment (default: forgebench)")
+    site.set_defaults(handler=_site)
     return top
 
 

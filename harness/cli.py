@@ -185,15 +185,13 @@ def _capture(args: argparse.Namespace) -> int:
 
 
 def _leaderboard(args: argparse.Namespace) -> int:
-    from harness.config import compose
-    from harness.record import check_store_exists
+    from harness.record import check_store_exists, store
     from leaderboard.formats import FORMATS
     from leaderboard.table import RUN_LAYOUT, TASK_LAYOUT, by_task_set, per_task, select_runs, summarize, task_runs
 
-    cfg = compose()
-    tracking_uri = args.tracking_uri or cfg.tracking_uri
+    tracking_uri, experiment = store(args.tracking_uri, args.experiment)
     check_store_exists(tracking_uri)
-    tasks = task_runs(tracking_uri, args.experiment or cfg.experiment)
+    tasks = task_runs(tracking_uri, experiment)
     if tasks.empty:
         print(f"no ForgeBench runs in {tracking_uri}; run `pytest suite/` first.", file=sys.stderr)
     else:
@@ -213,17 +211,15 @@ def _leaderboard(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from harness.config import compose
-    from harness.record import check_store_exists
+    from harness.record import check_store_exists, store
     from leaderboard.compare import FORMATS, compare_runs, latest_per_group, pick_runs
     from leaderboard.table import select_runs, task_runs
 
     if args.by and args.runs:
         raise ForgeBenchError("compare takes suite runs or --by, not both; drop the runs or the --by option.")
-    cfg = compose()
-    tracking_uri = args.tracking_uri or cfg.tracking_uri
+    tracking_uri, experiment = store(args.tracking_uri, args.experiment)
     check_store_exists(tracking_uri)
-    tasks = task_runs(tracking_uri, args.experiment or cfg.experiment)
+    tasks = task_runs(tracking_uri, experiment)
     if tasks.empty:
         raise ForgeBenchError(f"no ForgeBench runs in {tracking_uri} to compare; run `pytest suite/` first.")
     tasks = select_runs(tasks, suite=args.suite)
@@ -242,15 +238,13 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _site(args: argparse.Namespace) -> int:
-    from harness.config import compose
-    from harness.record import check_store_exists
+    from harness.record import check_store_exists, store
     from leaderboard.site import build_site, load_site
 
-    cfg = compose()
-    tracking_uri = args.tracking_uri or cfg.tracking_uri
+    tracking_uri, experiment = store(args.tracking_uri, args.experiment)
     check_store_exists(tracking_uri)
     out = Path(args.out)
-    written = build_site(load_site(tracking_uri, args.experiment or cfg.experiment), out)
+    written = build_site(load_site(tracking_uri, experiment), out)
     print(f"wrote {len(written)} pages under {out}; open {out / 'index.html'}")
     return 0
 

@@ -113,6 +113,20 @@ def step_metrics(nodes: list, now_ms: int) -> list:
     return metrics
 
 
+# The store and experiment a run records to unless told otherwise (harness/schema.py's defaults).
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+DEFAULT_EXPERIMENT = "forgebench"
+
+
+def store(tracking_uri: str | None = None, experiment: str | None = None) -> tuple[str, str]:
+    """The store and experiment a reading command uses: the ones given, else MLFLOW_TRACKING_URI or
+    the embedded default, as a run would record them (without composing the whole configuration)."""
+    import os
+
+    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+    return uri, experiment or DEFAULT_EXPERIMENT
+
+
 def check_store_exists(tracking_uri: str) -> None:
     """A command that only reads must not create a store: an embedded store (a SQLite file or a
     folder) has to exist already. A server's URI is left to the server to answer."""

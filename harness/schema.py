@@ -21,6 +21,7 @@ from omegaconf import MISSING
 from harness.agents.base import Budget
 from harness.errors import ForgeBenchError
 from harness.evaluate import EvalSettings
+from harness.record import DEFAULT_EXPERIMENT, DEFAULT_TRACKING_URI
 
 SCHEMA_NAME = "forgebench_schema"
 TARGET_GROUPS = ("agent", "model", "platform")
@@ -45,9 +46,9 @@ class ForgeBenchConfig:
     tasks: Any = None
     # A model's capture settings (conf/capture/), composed only by `forgebench capture` (+capture=NAME).
     capture: Any = None
-    experiment: str = "forgebench"
+    experiment: str = DEFAULT_EXPERIMENT
     # MLFLOW_TRACKING_URI, when set, wins (a team server); else an embedded store in the working directory.
-    tracking_uri: str = "${oc.env:MLFLOW_TRACKING_URI,sqlite:///mlflow.db}"
+    tracking_uri: str = f"${{oc.env:MLFLOW_TRACKING_URI,{DEFAULT_TRACKING_URI}}}"
     # Trees, transcripts and candidates of each suite run go under here.
     run_root: str = "runs"
     # A fixed folder for this run instead of a new one under run_root: running the same command

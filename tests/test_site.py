@@ -1,0 +1,332 @@
+"""`forgebench site` over two real suite runs through loopback providers, its pages opened in
+headless Chromium: tables hold both runs, Plotly draws, the tree inspector answers clicks, and no
+page errs or reaches past file://."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from pathlib import Path
+
+import plotly.graph_objects as go
+import pytest
+
+from harness.record import mlflow_client
+from leaderboard.site import charts
+from leaderboard.site.build import script_json
+from leaderboard.site.data import SuiteRun, TaskRun, load_site
+from leaderboard.site.tree import node_details, tidy_layout, tree_figure
+from tests.loopback_llm import LoopbackLLM
+from tests.test_suite import RMSNORM_KERNEL, forgebench, suite
+
+CHROMIUM = Path("/usr/bin/chromium")
+# Without the networking flags Chromium reaches for Google's services at start.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+TASKS = "--tasks=[rmsnorm_qwen,silu_and_mul_qwen]"
+GOOD, BAD = "loopback-good", "loopback-bad"
+# Where the screenshots of each page type go: docs/screenshots/ when asked for (they are committed).
+SCREENSHOTS = os.environ.get("FORGEBENCH_SCREENSHOTS")
+
+
+def _block(source: str) -> str:
+    return "```python\n" + source + "```\n"
+
+
+def _good_answers():
+    """A correct RMSNorm kernel, its Python side noting which answer it is (so a refine has a diff to
+    its parent, and the C++, the build cache's key, stays the same); for any other task the offline
+    model's own answer."""
+    from harness.llm.offline import OfflineModel
+
+    offline, answers = OfflineModel(), itertools.count(1)
+
+    def answer(messages: list[dict]) -> str:
+        if "rmsnorm_qwen" in messages[-1]["content"]:
+            return _block(RMSNORM_KERNEL.read_text() + f"# answer {next(answers)}\n")
+        return offline.complete(messages).text
+
+    return answer
+
+
+def _bad_answers():
+    """In turn: a kernel off by one everywhere, a syntax error, and a refusal without code."""
+    wrong = RMSNORM_KERNEL.read_text().replace("w[c] * (xr[c] * inv)", "w[c] * (xr[c] * inv) + 1.0f")
+    broken = "import torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x:\n        return x\n"
+    turns = itertools.cycle([_block(wrong), _block(broken), "I would rather not write this kernel."])
+    return lambda messages: next(turns)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    """A folder whose mlflow.db holds two suite runs: one provider right, the other wrong."""
+    folder = tmp_path_factory.mktemp("site-runs")
+    cache = tmp_path_factory.mktemp("site-build-cache")  # both runs build each C++ source once
+    with LoopbackLLM(_good_answers()) as good, LoopbackLLM(_bad_answers()) as bad:
+        for server, label, price, rounds in ((good, GOOD, "0.000001", 3), (bad, BAD, "0.000004", 2)):
+            done = suite(
+                folder,
+                "--agent=mcts",
+                f"--rounds={rounds}",
+                "--model=openai/loopback-coder",
+                TASKS,
+                *("--override", f"model.api_base={server.api_base}"),
+                *("--override", "model.api_key_env=LOOPBACK_KEY"),
+                *("--override", f"model.input_cost_per_token={price}"),
+                *("--override", f"model.label={label}"),
+                LOOPBACK_KEY="loopback-secret",
+                FORGEBENCH_CACHE=str(cache),
+            )
+            # The wrong provider's tasks fail (no correct kernel); the suite itself must not break.
+            assert done.returncode in (0, 1) and " error" not in done.stdout, done.stdout + done.stderr
+    return folder
+
+
+@pytest.fixture(scope="module")
+def site(runs) -> Path:
+    done = forgebench(runs, "site", "site")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return runs / "site"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.is_file():
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium) to open the site in")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+class Visit:
+    """A page at 1280x800 that records console errors, uncaught exceptions and every request."""
+
+    def __init__(self, browser):
+        self.page = browser.new_page(viewport={"width": 1280, "height": 800})
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        self.page.on("console", lambda message: message.type == "error" and self.errors.append(message.text))
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        self.page.on("request", lambda request: self.requests.append(request.url))
+        self.page.on("dialog", lambda dialog: self.errors.append(f"a dialog opened: {dialog.message}"))
+
+    def open(self, path: Path, plots: int) -> None:
+        self.page.goto(path.as_uri())
+        if plots:
+            self.page.wait_for_function(
+                f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {plots}", timeout=20000
+            )
+
+    def close(self) -> None:
+        assert self.errors == []
+        assert [url for url in self.requests if not url.startswith("file://")] == []
+        self.page.close()
+
+
+def _one(folder: Path) -> Path:
+    return sorted(folder.glob("*.html"))[0]
+
+
+def _page(site: Path, kind: str) -> Path:
+    """A page of each type; the run, task and tree pages are the right provider's, on RMSNorm."""
+    if kind == "task":
+        return site / "tasks" / "rmsnorm_qwen.html"
+    if kind in ("run", "tree"):
+        title = f"<title>{GOOD} · mcts" if kind == "run" else f"<title>rmsnorm_qwen · {GOOD} · mcts"
+        return next(p for p in (site / f"{kind}s").glob("*.html") if title in p.read_text())
+    return site / f"{kind}.html"
+
+
+# Page type -> how many Plotly figures it draws.
+PAGES = {"index": 0, "compare": 1, "cost": 1, "rounds": 2, "run": 1, "task": 1, "tree": 1}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", PAGES)
+def test_each_page_type_renders_both_runs_offline(site, browser, kind, tmp_path):
+    visit = Visit(browser)
+    visit.open(_page(site, kind), PAGES[kind])
+    text = visit.page.inner_text("main")
+    if kind in ("index", "compare", "cost", "task"):
+        assert GOOD in text and BAD in text
+    plots = visit.page.locator(".js-plotly-plot")
+    assert plots.count() == PAGES[kind]
+    for index in range(plots.count()):
+        assert plots.nth(index).locator("svg.main-svg").count() >= 1
+    shots = Path(SCREENSHOTS) if SCREENSHOTS else tmp_path
+    shots.mkdir(parents=True, exist_ok=True)
+    visit.page.screenshot(path=str(shots / f"{kind}.png"))
+    visit.close()
+
+
+@pytest.mark.slow
+def test_clicking_a_tree_node_shows_its_source_and_diff(site, browser):
+    visit = Visit(browser)
+    visit.open(_page(site, "tree"), 1)
+    nodes = visit.page.evaluate("JSON.parse(document.getElementById('tree-nodes').textContent).nodes")
+    shown = visit.page.inner_text("#node-title")
+    target = next(n for n in nodes if n["source"] and not shown.startswith(f"node {n['id']}:"))
+    traces = visit.page.evaluate(
+        "document.querySelector('[data-figure=tree-figure]').data.map(t => t.customdata || [])"
+    )
+    trace = next(i for i, ids in enumerate(traces) if target["id"] in ids)
+    point = (
+        visit.page.locator(".scatterlayer .trace")
+        .nth(trace)
+        .locator(".points path")
+        .nth(traces[trace].index(target["id"]))
+    )
+    box = point.bounding_box()
+    # Plotly takes clicks on its drag layer above the points, for the point under the hover.
+    visit.page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    visit.page.wait_for_timeout(200)
+    visit.page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    visit.page.wait_for_function(
+        f"document.getElementById('node-title').textContent.startsWith('node {target['id']}:')"
+    )
+    assert visit.page.inner_text("#node-source").strip() == target["source"].strip()
+    diff = {None: "(no parent source to compare with)", "": "(identical to its parent)"}.get(target["diff"])
+    assert visit.page.inner_text("#node-diff").strip() == (diff or target["diff"]).strip()
+    assert visit.page.inner_text("#node-prompt").strip()  # the request the node was answered from
+    visit.close()
+
+
+EVIL = "x = '</script><script>alert(1)</script><img src=x onerror=alert(2)>'\n"
+
+
+def _store_with_a_hostile_kernel(folder: Path) -> str:
+    """One suite run, one task run whose kernel, prompt and answer try to break out of the page, and
+    whose second node names a transcript outside transcripts/. Returns the tracking URI."""
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    client = mlflow_client(uri)
+    experiment = client.create_experiment("forgebench", artifact_location=(folder / "artifacts").as_uri())
+    tags = {"agent": "oneshot", "model": "m", "model.label": "hostile", "platform": "cpu", "suite": "s"}
+    parent = client.create_run(experiment, tags={**tags, "forgebench.kind": "suite"}).info.run_id
+    task_tags = {**tags, "forgebench.kind": "task", "mlflow.parentRunId": parent, "task": "t"}
+    run = client.create_run(experiment, tags=task_tags).info.run_id
+    result = {"verdict": "correct", "correct": True, "time_ms": 1.0, "speedup_vs_eager": 2.0, "reason": ""}
+    first = {"id": 0, "parent_id": None, "action": "new", "prompt_id": "p", "response_id": "response-p"}
+    first |= {"source": EVIL, "result": result, "cost_usd": 0.0, "tokens_in": 1, "tokens_out": 1, "wall_s": 1.0}
+    second = {**first, "id": 1, "parent_id": 0, "prompt_id": "../secret", "response_id": "../secret"}
+    client.log_text(run, json.dumps(first) + "\n" + json.dumps(second) + "\n", "tree.jsonl")
+    prompt = {"model": "m", "node": 0, "messages": [{"role": "user", "content": EVIL}]}
+    client.log_dict(run, prompt, "transcripts/p.json")
+    response = {"text": EVIL, "model": "m", "tokens_in": 1, "tokens_out": 1, "cost_usd": 0.0, "latency_s": 0.1}
+    client.log_dict(run, response, "transcripts/response-p.json")
+    client.log_dict(run, {"text": "a file beside the transcripts"}, "secret.json")
+    client.log_text(run, EVIL, "best_kernel.py")
+    for key, value in {"correct": 1.0, "speedup_vs_eager": 2.0, "cost_usd": 0.0, "rounds": 2.0}.items():
+        client.log_metric(run, key, value)
+    return uri
+
+
+def test_a_transcript_id_cannot_reach_outside_transcripts(tmp_path):
+    site = load_site(_store_with_a_hostile_kernel(tmp_path), "forgebench")
+    (task,) = site.task_runs()
+    assert sorted(task.transcripts) == ["p", "response-p"]
+
+
+@pytest.mark.slow
+def test_a_kernel_holding_script_tags_stays_text(tmp_path, browser):
+    _store_with_a_hostile_kernel(tmp_path)
+    done = forgebench(tmp_path, "site", "out")
+    assert done.returncode == 0, done.stdout + done.stderr
+    visit = Visit(browser)  # a dialog (alert) opening counts as an error
+    visit.open(_one(tmp_path / "out" / "trees"), 1)
+    assert "</script><script>alert(1)</script>" in visit.page.inner_text("#node-source")
+    assert visit.page.locator("img").count() == 0
+    assert "</script><script>alert(1)</script>" in visit.page.inner_text("#node-response")
+    visit.open(tmp_path / "out" / "tasks" / "t.html", 1)
+    assert "onerror=alert(2)" in visit.page.text_content("details pre")  # the kernel, folded
+    visit.close()
+
+
+def test_no_store_is_one_sentence_and_nothing_is_made(tmp_path):
+    done = forgebench(tmp_path, "site", "out")
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "no MLflow store" in done.stderr
+    assert sorted(tmp_path.iterdir()) == []
+
+
+def test_a_store_without_runs_is_one_sentence_and_no_site(tmp_path):
+    client = mlflow_client(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client.create_experiment("forgebench", artifact_location=(tmp_path / "artifacts").as_uri())
+    done = forgebench(tmp_path, "site", "out")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "forgebench: no ForgeBench runs in experiment 'forgebench' of sqlite:///mlflow.db; run `pytest suite/` "
+        "first, or pass the store and experiment the runs went to (--tracking-uri, --experiment)."
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def _node(node_id: int, parent: int | None, verdict: str = "correct", speedup: float = 1.5) -> dict:
+    result = {"verdict": verdict, "time_ms": 1.0, "speedup_vs_eager": speedup, "reason": "bad"}
+    return {"id": node_id, "parent_id": parent, "action": "refine" if parent is not None else "new", "result": result}
+
+
+def test_the_tidy_layout_centres_parents_and_never_overlaps():
+    nodes = [_node(0, None), _node(1, 0), _node(2, 0), _node(3, 1), _node(4, 1), _node(5, None), _node(6, 2)]
+    layout = tidy_layout(nodes)
+    assert layout[3] == (0.0, 2) and layout[4] == (1.0, 2) and layout[1] == (0.5, 1)
+    assert layout[0][0] == (layout[1][0] + layout[2][0]) / 2
+    by_depth = sorted(layout.values(), key=lambda p: (p[1], p[0]))
+    assert len(set(by_depth)) == len(nodes)  # one place per node
+    assert layout[5][0] > max(x for i, (x, _) in layout.items() if i != 5)  # the second root to the right
+
+
+def test_a_refine_shows_the_analyst_advice_its_prompt_quoted():
+    analysis = {"id": 1, "parent_id": 0, "action": "analyst", "result": None, "extra": {"advice": "tile by 64"}}
+    nodes = [{**_node(0, None), "source": "a\n"}, analysis, {**_node(2, 0), "source": "b\n"}]
+    details = {d["id"]: d for d in node_details(TaskRun("r", "s", "t", {}, {}, nodes=nodes))}
+    assert details[1]["advice"] == details[2]["advice"] == "tile by 64"
+    assert details[0]["advice"] == "" and details[1]["outcome"] == "analyst"
+    assert details[2]["diff"].endswith("-a\n+b\n") and details[0]["diff"] is None
+
+
+def test_the_pareto_frontier_keeps_only_runs_nothing_beats():
+    points = [charts.CostPoint(n, c, s, "") for n, c, s in [("a", 1, 2.0), ("b", 2, 1.5), ("c", 3, 3.0), ("d", 1, 1.0)]]
+    assert [p.name for p in charts.pareto_frontier(points)] == ["a", "c"]
+
+
+def test_a_rounds_curve_is_the_median_with_early_stops_held():
+    def task(history: list[tuple[int, float]]) -> TaskRun:
+        return TaskRun("r", "s", "t", {}, {}, history={"best_speedup": history})
+
+    run = SuiteRun("s", {}, {}, 0, [task([(1, 0.0), (2, 2.0), (3, 3.0)]), task([(1, 1.0)]), task([(1, 0.5), (2, 4.0)])])
+    assert charts.rounds_curve(run, "best_speedup") == [(1, 0.5), (2, 2.0), (3, 3.0)]
+
+
+def test_every_figure_kind_is_valid_plotly():
+    run = SuiteRun(
+        "s",
+        {"model.label": "m", "agent": "a"},
+        {},
+        0,
+        [TaskRun("r", "s", "t", {}, {}, history={"best_speedup": [(1, 2.0)]})],
+    )
+    figures = [
+        tree_figure([_node(0, None), _node(1, 0, "incorrect")], 0),
+        charts.cost_figure([charts.CostPoint("a", 1.0, 2.0, "runs/a.html")], "cost"),
+        charts.rounds_figure([run], "best_speedup", "rounds", "x"),
+        charts.comparison_figure(["t"], {"a": [2.0], "b": [None]}, "compare"),
+    ]
+    for figure in figures:
+        go.Figure(figure)  # raises on a property Plotly does not know
+
+
+def test_embedded_json_cannot_close_its_script_block():
+    text = str(script_json({"source": "</script><!-- & -->"}))
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert json.loads(text) == {"source": "</script><!-- & -->"}

@@ -97,6 +97,27 @@ def site(runs) -> Path:
     return runs / "site"
 
 
+def test_the_two_providers_rank_apart_and_compare_task_by_task(runs):
+    board = forgebench(runs, "leaderboard")
+    assert board.returncode == 0, board.stderr
+    rows = [line for line in board.stdout.splitlines() if line.startswith("| mcts")]
+    assert len(rows) == 2 and any(GOOD in r for r in rows) and any(BAD in r for r in rows), board.stdout
+    (table,) = json.loads(forgebench(runs, "leaderboard", "--format", "json").stdout)
+    by_label = {row["model"]: row for row in table["rows"]}
+    assert by_label[GOOD]["solved"] == "2/2" and by_label[BAD]["solved"] == "0/2"
+    assert by_label[BAD]["geomean_correct"] is None and by_label[BAD]["geomean_speedup"] == 1.0
+    assert by_label[BAD]["cost_usd"] > by_label[GOOD]["cost_usd"] > 0  # four times the price per token
+    done = forgebench(runs, "compare", by_label[BAD]["parent_run_id"], by_label[GOOD]["parent_run_id"])
+    assert done.returncode == 0, done.stderr
+    (result,) = json.loads(
+        forgebench(runs, "compare", by_label[BAD]["parent_run_id"], by_label[GOOD]["parent_run_id"], "--format",
+                   "json").stdout
+    )["comparisons"]  # fmt: skip
+    assert (result["wins"], result["losses"], result["ties"]) == (2, 0, 0)
+    assert result["geomean_ratio"] > 1 and sorted(result["solved_only_by_b"]) == ["rmsnorm_qwen", "silu_and_mul_qwen"]
+    assert "wins" in done.stdout and "2" in done.stdout
+
+
 @pytest.fixture(scope="module")
 def browser():
     if not CHROMIUM.is_file():

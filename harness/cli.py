@@ -1,4 +1,4 @@
-"""The one CLI: `forgebench eval | tasks | capture | leaderboard | compare | site`."""
+"""The one CLI: `forgebench run | eval | tasks | capture | leaderboard | compare | site`."""
 
 from __future__ import annotations
 
@@ -308,6 +308,13 @@ def parser() -> argparse.ArgumentParser:
     )
     cap.set_defaults(handler=_capture)
 
+    # Listed for --help only: main() hands `run ...` to Hydra before this parser sees it.
+    sub.add_parser(
+        "run",
+        help="the suite through Hydra: forgebench run [-m] KEY=VALUE ... [hydra/launcher=joblib] (sweeps)",
+        add_help=False,
+    )
+
     board = sub.add_parser("leaderboard", help="the leaderboard, one table per task set, from MLflow alone")
     board.add_argument("--run", dest="run_id", default=None, help="only this suite run (its id, or its first 6+)")
     board.add_argument("--per-task", action="store_true", help="one row per task instead of per suite run")
@@ -346,6 +353,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["run"]:  # Hydra parses its own command line (overrides, -m, hydra/launcher=...)
+        from harness.sweep import main as sweep
+
+        return sweep(argv[1:])
     args = parser().parse_args(argv)
     try:
         return args.handler(args)

@@ -176,6 +176,10 @@ class Recorder:
 
     def start_suite(self, tags: dict[str, str], config: dict) -> str:
         """The suite run: a new one, or (a run resumed over the same run_dir) the one it started."""
+        with self._writing():
+            return self._start_suite(tags, config)
+
+    def _start_suite(self, tags: dict[str, str], config: dict) -> str:
         tags = {**tags, "git_sha": git_sha(), "forgebench.kind": "suite"}
         query = f"tags.`forgebench.kind` = 'suite' and tags.run_dir = '{tags['run_dir']}'"
         earlier = self.client.search_runs([self.experiment_id], query, max_results=1)
@@ -272,6 +276,7 @@ class Recorder:
 
         now = int(time.time() * 1000)
         numbers = {k: float(v) for k, v in (aggregates or {}).items() if isinstance(v, (int, float)) and v == v}
-        if numbers:
-            self.client.log_batch(parent_run_id, metrics=[Metric(k, v, now, 0) for k, v in numbers.items()])
-        self.client.set_terminated(parent_run_id, status=status)
+        with self._writing():
+            if numbers:
+                self.client.log_batch(parent_run_id, metrics=[Metric(k, v, now, 0) for k, v in numbers.items()])
+            self.client.set_terminated(parent_run_id, status=status)

@@ -1,0 +1,61 @@
+"""`forgebench run`: Hydra's own entry point, so a sweep (-m) runs through any Hydra launcher (joblib
+on one machine, submitit on SLURM, Ray) and every job records into the same MLflow store.
+
+A job is one `pytest suite/` invocation with the job's overrides: the suite composes, checks and
+records exactly as it does when a person runs it, in a process of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from harness.config import CONF_DIR
+
+SUITE = Path(__file__).resolve().parents[1] / "suite"
+
+
+def job_command(overrides: list[str]) -> list[str]:
+    """The pytest command line of one job: its Hydra overrides handed to the suite as they are."""
+    suite = [sys.executable, "-m", "pytest", str(SUITE), "-p", "no:cacheprovider"]
+    return [*suite, *(f"--override={o}" for o in overrides)]
+
+
+def _job(cfg: DictConfig) -> int:
+    from hydra.core.hydra_config import HydraConfig
+
+    hydra = HydraConfig.get()
+    # The folder the user ran `forgebench run` in: relative run_root, cache and store resolve there.
+    where = hydra.runtime.cwd
+    done = subprocess.run(job_command(list(hydra.overrides.task)), cwd=where, env=os.environ.copy())
+    if done.returncode not in (0, 1):  # 1: some task had no correct kernel, the job itself ran
+        raise SystemExit(f"forgebench run: the job {list(hydra.overrides.task)} stopped with status {done.returncode}")
+    return done.returncode
+
+
+def _open_store(argv: list[str]) -> None:
+    """Make (or migrate) the MLflow store once, before the jobs start: jobs opening a new embedded
+    store at the same moment race over its schema migration."""
+    from harness.record import Recorder, store
+
+    given = dict(a.split("=", 1) for a in argv if "=" in a and not a.startswith(("hydra", "-")))
+    Recorder(*store(given.get("tracking_uri"), given.get("experiment")))
+
+
+def main(argv: list[str]) -> int:
+    """Hand argv to Hydra, which composes conf/ (with the schema), sweeps with -m, and launches."""
+    import hydra
+
+    from harness.schema import register
+
+    register()
+    if {"-m", "--multirun"} & set(argv):
+        _open_store(argv)
+    app = hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(_job)
+    sys.argv = ["forgebench run", *argv]
+    app()
+    return 0

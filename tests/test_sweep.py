@@ -1,0 +1,42 @@
+"""`forgebench run`: Hydra's entry point; a sweep over agents through the joblib launcher records
+every job into one MLflow store, and the cluster launchers' example configs compose."""
+
+import sys
+
+import pytest
+
+from harness.record import mlflow_client
+from tests.test_suite import run
+
+
+def forgebench_run(cwd, *args):
+    return run([sys.executable, "-m", "harness.cli", "run", *args], cwd)
+
+
+@pytest.mark.slow
+def test_a_joblib_sweep_over_two_agents_records_two_suite_runs_in_one_store(tmp_path):
+    done = forgebench_run(
+        tmp_path, "-m", "agent=oneshot,refine", "tasks=rmsnorm_qwen", "budget.rounds=1", "evaluate.budget_ms=50",
+        "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    client = mlflow_client(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("forgebench")
+    parents = client.search_runs([experiment.experiment_id], "tags.`forgebench.kind` = 'suite'")
+    assert sorted(p.data.tags["agent"] for p in parents) == ["oneshot", "refine"]
+    assert all(p.info.status == "FINISHED" and p.data.metrics["correct"] == 1 for p in parents)
+    assert len(list(tmp_path.glob("runs/sweeps/*/[01]/.hydra/overrides.yaml"))) == 2
+
+
+def test_a_sweep_job_with_a_bad_value_stops_with_the_suites_sentence(tmp_path):
+    done = forgebench_run(tmp_path, "-m", "tasks=rmsnorm_qwen", "evaluate.timeout_s=abc")
+    assert done.returncode != 0
+    assert "evaluate.timeout_s" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("launcher, plugin", [("slurm_h200", "SlurmLauncher"), ("joblib", "JoblibLauncher")])
+def test_the_launcher_configs_compose(tmp_path, launcher, plugin):
+    done = forgebench_run(tmp_path, "--cfg", "hydra", f"hydra/launcher={launcher}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert plugin in done.stdout
+    assert not (tmp_path / "mlflow.db").exists()  # printing the config writes no store

@@ -268,4 +268,8 @@ def render(frame: pd.DataFrame, columns: list[str] | None = None) -> str:
 
     cells = shown(frame, columns)
     cells = cells.astype(object).where(cells.notna(), None)
-    return tabulate(cells, headers="keys", tablefmt="github", showindex=False, floatfmt=".3g", missingval="")
+    # Text columns stay text: a run id of digits alone ("12345678") must not print as 1.23e+07.
+    text = [i for i, c in enumerate(cells.columns) if cells[c].map(lambda v: isinstance(v, str)).any()]
+    return tabulate(
+        cells, headers="keys", tablefmt="github", showindex=False, floatfmt=".3g", missingval="", disable_numparse=text
+    )

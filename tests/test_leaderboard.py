@@ -381,3 +381,12 @@ def test_a_store_without_runs_gives_an_empty_table_and_says_why(capsys, tmp_path
     mlflow_client(uri).create_experiment("forgebench")
     code, out, err = _cli(capsys, "leaderboard", "--tracking-uri", uri, "--format", "json", "--per-task")
     assert (code, json.loads(out)) == (0, []) and "no ForgeBench runs" in err
+
+
+def test_a_run_id_of_digits_alone_prints_as_text():
+    import pandas as pd
+
+    from leaderboard.table import render
+
+    board = render(pd.DataFrame({"run": ["12345678", "abcdef12"], "speedup": [1.23456, 2.0]}), ["run", "speedup"])
+    assert "| 12345678 |" in board and "e+07" not in board

@@ -166,13 +166,28 @@ class Recorder:
         self.tracking_uri = tracking_uri
         try:
             self.client = mlflow_client(tracking_uri)
-            found = self.client.get_experiment_by_name(experiment)
-            self.experiment_id = found.experiment_id if found else self.client.create_experiment(experiment)
+            self.experiment_id = self._experiment(experiment)
         except Exception as exc:  # mlflow raises many types for an unreachable or broken store
             raise ForgeBenchError(
                 f"the MLflow store at '{tracking_uri}' cannot be used ({type(exc).__name__}: {str(exc)[:200]}); "
                 "check MLFLOW_TRACKING_URI or the tracking_uri setting."
             ) from exc
+
+    def _experiment(self, name: str) -> str:
+        """The experiment's id, made if missing. Two suites starting at once on a team's server may
+        both find it missing: the one whose create fails reads the other's."""
+        from mlflow.exceptions import MlflowException
+
+        found = self.client.get_experiment_by_name(name)
+        if found:
+            return found.experiment_id
+        try:
+            return self.client.create_experiment(name)
+        except MlflowException:
+            found = self.client.get_experiment_by_name(name)
+            if found is None:
+                raise
+            return found.experiment_id
 
     def start_suite(self, tags: dict[str, str], config: dict) -> str:
         """The suite run: a new one, or (a run resumed over the same run_dir) the one it started."""

@@ -10,9 +10,11 @@ from harness.config import compose, instantiate
 from harness.evaluate import EvalSettings, Evaluator
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(autouse=True)
 def workers_can_enter_tmp(tmp_path_factory) -> None:
-    """Workers run as nobody under root (CI): let them through pytest's private temp folder."""
+    """Workers run as nobody under root (CI): let them through pytest's private temp folder. Before
+    every test: a pytest started by a test (xdist's controller, under `pytest suite/ -n 2`) makes
+    pytest-of-<user> private again."""
     base = tmp_path_factory.getbasetemp()
     for folder in (base, base.parent):
         folder.chmod(folder.stat().st_mode | 0o011)

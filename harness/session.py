@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +48,10 @@ class SuiteRun:
         self.budget: Budget = OmegaConf.to_object(cfg.budget)
         label = _slug(f"{self.agent.name}-{self.model.name}-{self.platform.name}")
         fixed = run_dir or (Path(cfg.run_dir) if cfg.run_dir else None)
-        self.run_dir = fixed or Path(cfg.run_root) / label / time.strftime("%Y%m%d-%H%M%S")
+        # A new folder per run, unique even for runs started in the same second (a sweep's jobs):
+        # a shared folder would mean one resumed run, not two.
+        fresh = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        self.run_dir = fixed or Path(cfg.run_root) / label / fresh
         self.evaluator = Evaluator(
             self.platform, OmegaConf.to_object(cfg.evaluate), self.run_dir / "work", Path(cfg.cache_dir)
         )

@@ -14,18 +14,21 @@ def forgebench_run(cwd, *args):
 
 
 @pytest.mark.slow
-def test_a_joblib_sweep_over_two_agents_records_two_suite_runs_in_one_store(tmp_path):
+def test_a_joblib_sweep_of_two_agents_by_two_labels_records_four_suite_runs_in_one_store(tmp_path):
     done = forgebench_run(
-        tmp_path, "-m", "agent=oneshot,refine", "tasks=rmsnorm_qwen", "budget.rounds=1", "evaluate.budget_ms=50",
-        "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+        tmp_path, "-m", "agent=oneshot,refine", "model.label=alpha,beta", "tasks=rmsnorm_qwen", "budget.rounds=1",
+        "evaluate.budget_ms=50", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     client = mlflow_client(f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("forgebench")
     parents = client.search_runs([experiment.experiment_id], "tags.`forgebench.kind` = 'suite'")
-    assert sorted(p.data.tags["agent"] for p in parents) == ["oneshot", "refine"]
+    jobs = sorted((p.data.tags["agent"], p.data.tags["model.label"]) for p in parents)
+    assert jobs == [("oneshot", "alpha"), ("oneshot", "beta"), ("refine", "alpha"), ("refine", "beta")]
     assert all(p.info.status == "FINISHED" and p.data.metrics["correct"] == 1 for p in parents)
-    assert len(list(tmp_path.glob("runs/sweeps/*/[01]/.hydra/overrides.yaml"))) == 2
+    assert len(list(tmp_path.glob("runs/sweeps/*/[0-3]/.hydra/overrides.yaml"))) == 4
+    board = run([sys.executable, "-m", "harness.cli", "leaderboard"], tmp_path)
+    assert len([line for line in board.stdout.splitlines() if line.startswith(("| oneshot", "| refine"))]) == 4
 
 
 def test_a_sweep_job_with_a_bad_value_stops_with_the_suites_sentence(tmp_path):

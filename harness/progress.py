@@ -18,16 +18,16 @@ class Progress:
     def __init__(self, write: Callable[[str], None], rewrite: Callable[[str], None] | None = None):
         self.write, self.rewrite = write, rewrite
         self._lock = threading.Lock()
-        self._line = ""
         self._task: str | None = None
         self._started = 0.0
         self._ticker: threading.Thread | None = None
         self._stop = threading.Event()
 
-    def start_task(self, task_id: str, rounds: int, done: int = 0) -> None:
+    def start_task(self, task_id: str, rounds: int, tree) -> None:
+        """A task begins, or resumes from a persisted tree (whose figures the line starts from)."""
         with self._lock:
             self._task, self._rounds, self._started = task_id, rounds, time.monotonic()
-            self._fields = {"round": done, "verdict": "started" if not done else "resumed", "best": 0.0, "usd": 0.0}
+            self._fields = _figures(tree, "resumed" if tree.nodes else "started")
         self._show()
         if self.rewrite is not None:
             self._stop.clear()
@@ -36,14 +36,12 @@ class Progress:
 
     def node_landed(self, tree, node) -> None:
         """SearchTree's on_add: one more candidate (or model call) is on disk."""
-        rounds = sum(1 for n in tree.nodes if n.result is not None)
         verdict = node.result.verdict if node.result is not None else f"no kernel ({node.note or node.action})"
         if node.correct:
             verdict += f" {node.speedup:.3g}x"
-        best = max((n.speedup for n in tree.nodes), default=0.0)
         with self._lock:
-            self._fields = {"round": rounds, "verdict": verdict, "best": best, "usd": tree.totals()["cost_usd"]}
-        self._show(force_line=self.rewrite is None)
+            self._fields = _figures(tree, verdict)
+        self._show()
 
     def end_task(self) -> None:
         self._stop.set()
@@ -64,16 +62,22 @@ class Progress:
             f"${f['usd']:.4f}, {elapsed:.0f} s"
         )
 
-    def _show(self, force_line: bool = False) -> None:
+    def _show(self) -> None:
         # Every write holds the lock: the ticker and the search's thread never interleave a line.
         with self._lock:
-            line = self._describe()
-            if self.rewrite is not None:
-                self.rewrite(line)
-            elif force_line or line != self._line:
-                self.write(line)
-            self._line = line
+            (self.rewrite or self.write)(self._describe())
 
     def _tick(self) -> None:
         while not self._stop.wait(TICK_S):
             self._show()
+
+
+def _figures(tree, verdict: str) -> dict:
+    """What the line shows of a tree: candidates evaluated, the last verdict, best speedup, dollars."""
+    totals, best = tree.totals(), tree.best()
+    return {
+        "round": totals["rounds"],
+        "verdict": verdict,
+        "best": best.speedup if best else 0.0,
+        "usd": totals["cost_usd"],
+    }

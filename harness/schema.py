@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -87,7 +88,7 @@ def _checkable(hint: Any) -> Any:
     if hint in _CHECKABLE or origin in (list, dict):
         return hint
     args = [a for a in typing.get_args(hint) if a is not type(None)]
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", ())) and len(args) == 1:
+    if origin in (typing.Union, types.UnionType) and len(args) == 1:
         inner = _checkable(args[0])
         return Optional[inner] if inner is not Any else Any  # noqa: UP045
     return Any

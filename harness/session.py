@@ -72,8 +72,8 @@ class SuiteRun:
             "run_dir": str(self.run_dir.resolve()),
             **environment(self.platform.device),
         }
-        if api_host(self.model.api_base):
-            tags["model.api_host"] = api_host(self.model.api_base)
+        if host := api_host(self.model.api_base):
+            tags["model.api_host"] = host
         tags["device"] = tags["env.device"]
         self.owns_suite_run = parent_run_id is None
         self.parent_run_id = parent_run_id or self.recorder.start_suite(tags, config)
@@ -88,7 +88,7 @@ class SuiteRun:
         ctx = AgentContext(task, self.platform, self.model, self.evaluator, tree, self.budget, folder / "transcripts")
         started = time.monotonic()
         if progress:
-            progress.start_task(task.id, self.budget.rounds, sum(1 for n in tree.nodes if n.result is not None))
+            progress.start_task(task.id, self.budget.rounds, tree)
         try:
             outcome = self.agent.run(ctx)
         finally:

@@ -113,13 +113,14 @@ def worker_folder(folder: Path) -> Path:
 
     from harness.errors import ForgeBenchError
 
-    if os.getuid() != 0 or _closed_to_others(folder) is None:
+    closed_above = _closed_to_others(folder) if os.getuid() == 0 else None
+    if closed_above is None:
         return folder
     base = Path(tempfile.gettempdir()).resolve() / "forgebench-workers"
     closed = _closed_to_others(base)
     if closed is not None and closed != base:
         raise ForgeBenchError(
-            f"{_refusal(_closed_to_others(folder), str(folder))}, and {_refusal(closed, str(base))}; "
+            f"{_refusal(closed_above, str(folder))}, and {_refusal(closed, str(base))}; "
             "run from a folder others may enter, or set TMPDIR to one "
             "(platform.drop_privileges=false would run candidates as root, uncontained)."
         )

@@ -1,0 +1,55 @@
+"""EvalSettings: how candidates are checked and timed, with the range each setting may take (the
+schema of the configuration's `evaluate` group)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.errors import require
+
+
+@dataclass
+class EvalSettings:
+    timeout_s: float = 300.0
+    # The reference worker runs once per task and compiles every baseline (max-autotune: minutes).
+    reference_timeout_s: float = 1800.0
+    memory_gb: float | None = 16.0
+    check_seeds: list[int] = field(default_factory=lambda: [1, 2, 3])
+    timing_seeds: list[int] = field(default_factory=lambda: [101, 102, 103])
+    # Calls after timing on inputs drawn then from os.urandom, outputs checked in the worker against
+    # the reference: on a GPU they are profiled to find work hidden from the timer
+    # (worker._hidden_work). 0 turns that check off.
+    unseen_calls: int = 2
+    init_seed: int = 0
+    budget_ms: float = 300.0
+    warmup_ms: float = 30.0
+    # On a GPU, let the stream wait before each timed call so its launches queue ahead of it and
+    # the events time GPU work, not host time (timing.measure's gpu_lead). A candidate that spins
+    # on the host lengthens its own lead and can run side-stream work during it, unseen by the
+    # events. The hidden-work check (worker._hidden_work) compares all streams' work with the timed
+    # time and so catches that too; off until that check has run on a GPU.
+    gpu_lead: bool = False
+    # The same lead for the baselines (eager, torch.compile). They are our code, so the hole above
+    # does not apply; without it a small task's baseline is timed at its host time (compile's
+    # wrapper: 60-150 us a call on the H200, docs/benchmarks.md, fifth session). A candidate timed
+    # without the lead is then compared with its baselines' GPU time: the speedup errs low, not high.
+    baseline_gpu_lead: bool = True
+    # Nsight Compute metrics of each profiled correct candidate (the analyst's), on a GPU whose ncu
+    # reads the counters (harness/evaluate/ncu.py); where it cannot, the profile says why.
+    ncu: bool = True
+
+    def __post_init__(self):
+        require(
+            self,
+            "evaluate",
+            {
+                "timeout_s": (self.timeout_s > 0, "a number of seconds above 0"),
+                "reference_timeout_s": (self.reference_timeout_s > 0, "a number of seconds above 0"),
+                "memory_gb": (self.memory_gb is None or self.memory_gb > 0, "a number of GB above 0, or null"),
+                "check_seeds": (len(self.check_seeds) > 0, "a list of at least one seed"),
+                "timing_seeds": (len(self.timing_seeds) > 0, "a list of at least one seed"),
+                "unseen_calls": (self.unseen_calls >= 0, "a whole number, 0 or more"),
+                "budget_ms": (self.budget_ms > 0, "a number of milliseconds above 0"),
+                "warmup_ms": (self.warmup_ms >= 0, "a number of milliseconds, 0 or more"),
+            },
+        )

@@ -30,8 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 from harness.config import compose, instantiate  # noqa: E402
 from harness.evaluate import timing  # noqa: E402
-from harness.llm import offline_triton  # noqa: E402
-from harness.llm.offline import gpu_plan, parse_task, render  # noqa: E402
+from harness.llm.offline import fused  # noqa: E402
+from harness.llm.offline.prompt import parse_task  # noqa: E402
+from harness.llm.offline.writers import gpu_plan, render  # noqa: E402
 from harness.prompts import build_messages  # noqa: E402
 from harness.tasks import load_reference_module, select  # noqa: E402
 
@@ -82,7 +83,7 @@ def candidate(task, platform, templates: Path | None):
     if isinstance(plan, str):
         raise ValueError(plan)
     if templates is not None:
-        offline_triton.TEMPLATES_DIR = templates
+        fused.TEMPLATES_DIR = templates
     source = render(plan.family, plan.family.default, parsed, plan)
     path = Path(f"/tmp/launch_overhead_{task.id}.py")  # Triton reads the kernel's source from a file
     path.write_text(source)

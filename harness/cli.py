@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
 import sys
 import time
@@ -12,10 +14,9 @@ from harness.errors import ForgeBenchError
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from omegaconf import OmegaConf
-
     from harness.config import compose, instantiate
     from harness.evaluate import Evaluator
+    from harness.evaluate.settings import for_run
     from harness.tasks import resolve_one
 
     candidate = Path(args.candidate)
@@ -28,7 +29,7 @@ def _eval(args: argparse.Namespace) -> int:
     platform = instantiate(cfg.platform, "platform")
     evaluator = Evaluator(
         platform,
-        OmegaConf.to_object(cfg.evaluate),
+        for_run(cfg),
         Path(cfg.run_root) / "eval" / time.strftime("%Y%m%d-%H%M%S"),
         Path(cfg.cache_dir),
     )
@@ -40,7 +41,7 @@ def _eval(args: argparse.Namespace) -> int:
 def _describe(result) -> str:
     lines = [f"{result.task} on {result.platform}: {result.summary()}"]
     for name, ms in result.baselines.items():
-        lines.append(f"  {name.removesuffix('_ms')}: {ms:.4g} ms")
+        lines.append(f"  {name}: {ms:.4g} ms")
     if result.phases:
         lines.append("  phases: " + ", ".join(f"{k} {v:.2f}" for k, v in result.phases.items()))
     return "\n".join(lines)
@@ -249,6 +250,30 @@ def _site(args: argparse.Namespace) -> int:
     return 0
 
 
+def _regrade(args: argparse.Namespace) -> int:
+    from harness.config import compose, instantiate
+    from harness.evaluate import Evaluator
+    from harness.evaluate.settings import for_run
+    from harness.regrade import regrade, render
+
+    overrides = ["evaluate.torch_ops=allow", *args.override]  # as KernelBench grades (an override wins)
+    cfg = compose(platform=args.platform, overrides=overrides)
+    folder = Path(cfg.run_root) / "regrade" / time.strftime("%Y%m%d-%H%M%S")
+    evaluator = Evaluator(instantiate(cfg.platform, "platform"), for_run(cfg), folder / "work", Path(cfg.cache_dir))
+    try:
+        rows = regrade(evaluator, Path(args.solutions), Path(args.problems), args.jobs, progress=print)
+    finally:
+        evaluator.close()
+    report = render(rows)
+    print(report)
+    out = Path(args.report) if args.report else folder / "report.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(report + "\n")
+    out.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")
+    print(f"wrote {out} and {out.with_suffix('.json')}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="forgebench", description="Benchmark LLM-written kernels against PyTorch.")
     sub = top.add_subparsers(dest="command", required=True)
@@ -299,7 +324,7 @@ def parser() -> argparse.ArgumentParser:
         "--timing-processes",
         type=int,
         default=1,
-        help="time every group in this many processes and keep the median (libraries pick algorithms per process)",
+        help="time every group in this many processes and keep the fastest (libraries pick algorithms per process)",
     )
     cap.add_argument("--dtype", default=None, help="override the dtype (default: the entry's, per device)")
     cap.add_argument("--name", default=None, help="source name for module:factory (default: the module's name)")
@@ -307,6 +332,19 @@ def parser() -> argparse.ArgumentParser:
         "--override", action="append", default=[], metavar="KEY=VALUE", help="e.g. capture.workload.batch_size=8"
     )
     cap.set_defaults(handler=_capture)
+
+    regr = sub.add_parser("regrade", help="grade a folder of KernelBench-format solutions against their problems")
+    regr.add_argument("solutions", metavar="DIR", help="solution .py files named like their problems or in runs layout")
+    regr.add_argument(
+        "--problems",
+        default=os.path.join(os.environ.get("FORGEBENCH_SHARED", "../shared"), "data", "kernelbench"),
+        help="KernelBench's problems (level folders); default: ../shared/data/kernelbench",
+    )
+    regr.add_argument("--platform", default="cpu", help="cpu, cuda or triton (conf/platform/)")
+    regr.add_argument("--jobs", type=int, default=None, help="builds at once (default: the cores)")
+    regr.add_argument("--report", default=None, metavar="FILE", help="the report's .md (a .json beside it)")
+    regr.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="a Hydra override")
+    regr.set_defaults(handler=_regrade)
 
     # Listed for --help only: main() hands `run ...` to Hydra before this parser sees it.
     sub.add_parser(

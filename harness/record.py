@@ -269,7 +269,9 @@ class Recorder:
                 sol_fraction=result.sol_fraction,
                 host_ms=result.host_ms,
             )
-            metrics.update({**result.baselines, **result.baselines_host_ms})
+            # Metric names of the records contract (docs/records.md): "<baseline>_ms", "<baseline>_host_ms".
+            metrics.update({f"{name}_ms": ms for name, ms in result.baselines.items()})
+            metrics.update({f"{name}_host_ms": ms for name, ms in result.baselines_host_ms.items()})
             self.client.log_text(run_id, best.source, "best_kernel.py")
             self.client.log_dict(run_id, result.to_dict(), "best_result.json")
         now = int(time.time() * 1000)

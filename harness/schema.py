@@ -32,6 +32,9 @@ TARGET_GROUPS = ("agent", "model", "platform")
 class SuiteConfig:
     name: str = MISSING
     tasks: list[str] = MISSING
+    # The suite's evaluate.torch_ops when the run sets none: KernelBench's problems allow PyTorch
+    # ops beside the candidate's own kernels, as KernelBench grades them; a captured task is the op.
+    torch_ops: Optional[str] = None  # noqa: UP045 (OmegaConf reads Optional at runtime)
 
 
 @dataclass

@@ -14,6 +14,7 @@ from harness.agents.base import AgentContext, AgentOutcome, Budget
 from harness.agents.tree import SearchTree
 from harness.config import instantiate
 from harness.evaluate import Evaluator
+from harness.evaluate.settings import for_run
 from harness.progress import Progress
 from harness.record import Recorder, api_host, config_hash, environment
 from harness.tasks import BrokenTask, Task, select, task_set_id
@@ -52,9 +53,7 @@ class SuiteRun:
         # a shared folder would mean one resumed run, not two.
         fresh = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         self.run_dir = fixed or Path(cfg.run_root) / label / fresh
-        self.evaluator = Evaluator(
-            self.platform, OmegaConf.to_object(cfg.evaluate), self.run_dir / "work", Path(cfg.cache_dir)
-        )
+        self.evaluator = Evaluator(self.platform, for_run(cfg), self.run_dir / "work", Path(cfg.cache_dir))
         self.recorder = Recorder(cfg.tracking_uri, cfg.experiment)
         self.model.trace_to(cfg.tracking_uri, cfg.experiment)
         config = OmegaConf.to_container(cfg)

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import ast
 import fnmatch
-import importlib.util
-import sys
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +11,7 @@ from typing import Any
 import yaml
 
 from harness.errors import ForgeBenchError
+from harness.reference import CONTRACT, load_reference_module  # noqa: F401  (tasks' readers use it)
 
 TASKS_ROOT = Path(__file__).resolve().parents[1] / "tasks"
 
@@ -35,7 +33,6 @@ TASK_FIELDS: dict[str, type | tuple[type, ...]] = {
     "tags": list,
 }
 REQUIRED_FIELDS = ("id", "operator")
-CONTRACT = ("Model", "get_inputs", "get_init_inputs")
 FORMAT_DOC = "tasks/README.md"
 _TYPE_NAMES = {str: "string", list: "list", dict: "mapping", int: "whole number", float: "number", bool: "boolean"}
 
@@ -131,26 +128,6 @@ def check_reference(path: Path) -> None:
             f"{path}: defines no {', '.join(missing)}; a reference needs class Model(nn.Module), "
             f"get_inputs() and get_init_inputs() (the KernelBench contract, {FORMAT_DOC})."
         )
-
-
-def load_reference_module(path: Path, name: str = "forgebench_reference") -> types.ModuleType:
-    """Import a KernelBench-format file and check it has Model, get_inputs, get_init_inputs."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ForgeBenchError(f"{path}: cannot be imported as Python; check the file name ends in .py.")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        raise ForgeBenchError(f"{path}: importing it failed ({type(exc).__name__}: {exc}); fix the reference.") from exc
-    missing = [n for n in CONTRACT if not hasattr(module, n)]
-    if missing:
-        raise ForgeBenchError(
-            f"{path}: defines no {', '.join(missing)}; a reference needs class Model(nn.Module), "
-            "get_inputs() and get_init_inputs() (the KernelBench contract)."
-        )
-    return module
 
 
 def _check_fields(data: Any, yaml_path: Path) -> dict:

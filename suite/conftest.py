@@ -149,9 +149,14 @@ def outcome(task, suite_run, request):
     that does not load is an error of its own, with its sentence, and the others run."""
     from harness.tasks import BrokenTask
 
+    from harness.evaluate.footprint import TaskTooLarge
+
     if isinstance(task, BrokenTask):
         pytest.fail(task.reason, pytrace=False)
-    return suite_run.run_task(task, _progress(request.config))
+    try:
+        return suite_run.run_task(task, _progress(request.config))
+    except TaskTooLarge as exc:  # raised before anything ran: nothing of the task is lost
+        pytest.skip(str(exc))
 
 
 def _progress(config: pytest.Config):

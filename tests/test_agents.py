@@ -271,7 +271,9 @@ def test_wall_budget_counts_the_persisted_rounds_so_a_resume_keeps_counting(tmp_
 
 def test_the_analyst_reads_a_gpu_calls_host_time_beside_its_kernel_time():
     task = Task(id="t", reference_path=Path("reference.py"))
-    gpu = EvalResult("t", "triton", "correct", time_ms=0.09, host_ms=0.085, env={"device": "cuda"})
+    gpu = EvalResult(
+        "t", "triton", "correct", time_ms=0.09, host_ms=0.085, env={"device": "cuda", "asynchronous": True}
+    )
     assert "host time per call: 0.085 ms" in measurements(task, gpu, None)
     cpu = EvalResult("t", "cpu", "correct", time_ms=0.09, host_ms=0.09, env={"device": "cpu"})
     assert "host time" not in measurements(task, cpu, None)  # on a CPU the two are one clock

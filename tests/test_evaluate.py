@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.evaluate import EvalResult, Evaluator, timing, worker
+from harness import devices, serial
+from harness.evaluate import EvalResult, Evaluator, candidate_run, timing
 from harness.tasks import Task, resolve_one
 
 CANDIDATES = Path(__file__).parent / "candidates"
@@ -32,6 +33,10 @@ APPENDED = {
     "patches_timers",
     "works_after_return",
     "leaves_a_daemon",
+    "returns_lazy_subclass",
+    "returns_plain_subclass",
+    "uses_torch_when_unobserved",
+    "asks_if_observed",
 }
 # Evaluated by the shared evaluator in the background; each test's name starts with its candidate's.
 BACKGROUND = (
@@ -52,6 +57,10 @@ BACKGROUND = (
     "patches_timers",
     "works_after_return",
     "leaves_a_daemon",
+    "returns_lazy_subclass",
+    "returns_plain_subclass",
+    "uses_torch_when_unobserved",
+    "asks_if_observed",
 )
 HANG_TIMEOUT_S = 20
 
@@ -94,11 +103,11 @@ def test_rmsnorm_cpp_is_correct_and_timed_against_eager(planted):
     result = planted["rmsnorm_cpp"].result()
     assert result.verdict == "correct", result.reason
     assert result.time_ms > 0 and result.speedup_vs_eager > 0
-    assert result.baselines["eager_ms"] > 0
+    assert result.baselines["eager"] > 0
     assert {"build_s", "check_s", "timing_s"} <= result.phases.keys()
     # On the CPU a call's host time is its time; on a GPU the two part when the GPU waits for the host.
     assert 0 < result.host_ms <= 2 * result.time_ms
-    assert 0 < result.baselines_host_ms["eager_host_ms"] <= 2 * result.baselines["eager_ms"]
+    assert 0 < result.baselines_host_ms["eager"] <= 2 * result.baselines["eager"]
 
 
 def test_rmsnorm_cpp_again_loads_its_cached_build(planted, task, evaluator):
@@ -169,7 +178,7 @@ def test_segfaults_is_a_crash_naming_sigsegv(planted):
     result = planted["segfaults"].result()
     assert result.verdict == "crash"
     assert "SIGSEGV" in result.reason
-    assert result.baselines["eager_ms"] > 0  # the task's baselines stand whatever the candidate did
+    assert result.baselines["eager"] > 0  # the task's baselines stand whatever the candidate did
 
 
 def test_exits_at_import_is_a_crash(planted):
@@ -219,10 +228,11 @@ def test_looks_for_api_keys_sees_none_of_the_parents(monkeypatch, task, evaluato
 
 
 def test_patches_timers_is_rejected_naming_what_it_replaced(planted):
-    # The timing module bound its clocks before the candidate loaded, and notices they were replaced.
+    # The timing module bound its clocks before the candidate loaded, and notices they were replaced
+    # (the CPU's: torch.cuda.Event, which the candidate replaced too, is the GPU adapter's to watch).
     result = planted["patches_timers"].result()
     assert result.verdict == "rejected", result.to_json()
-    assert "time.perf_counter" in result.reason and "torch.cuda.Event" in result.reason
+    assert "time.perf_counter" in result.reason and "time.monotonic" in result.reason
 
 
 def test_works_after_return_is_rejected(planted):
@@ -273,7 +283,7 @@ def test_every_baseline_is_timed_once_per_task_and_liger_without_a_gpu_is_skippe
     evaluator = make_evaluator(overrides=("platform.baselines=[eager,liger]",))
     result = evaluator.evaluate(task, source(LEGITIMATE))
     assert result.verdict == "correct", result.reason
-    assert result.baselines["eager_ms"] > 0 and result.speedups["eager"] == result.speedup_vs_eager
+    assert result.baselines["eager"] > 0 and result.speedups["eager"] == result.speedup_vs_eager
     assert "liger" in result.baselines_skipped and "cuda" in result.baselines_skipped["liger"]
     assert "eager" in result.baselines_setup_s
 
@@ -304,7 +314,7 @@ def test_an_outputs_file_that_is_torn_or_forged_is_unreadable(tmp_path):
 
 def test_timing_reports_each_calls_host_time():
     measured = timing.measure(lambda x: time.sleep(0.003) or x, [[torch.ones(4)]], torch.device("cpu"), budget_ms=30)
-    assert measured.host_ms >= 3.0 and measured.to_dict()["host_ms"] == measured.host_ms
+    assert measured.host_ms >= 3.0 and serial.to_dict(measured)["host_ms"] == measured.host_ms
 
 
 def test_a_gpu_lead_changes_nothing_on_the_cpu():
@@ -314,27 +324,60 @@ def test_a_gpu_lead_changes_nothing_on_the_cpu():
 
 def test_busy_time_on_several_streams_counts_overlapping_work_once():
     # Kernels (start, end) in µs: two streams overlap from 5 to 10; a gap from 12 to 20 is idle.
-    assert timing.union_length([(20, 25), (0, 10), (5, 12), (21, 22)]) == 17
-    assert timing.union_length([]) == 0
+    from harness.devices.cuda import union_length
+
+    assert union_length([(20, 25), (0, 10), (5, 12), (21, 22)]) == 17
+    assert union_length([]) == 0
 
 
 def test_a_candidate_replacing_the_profiler_is_named(monkeypatch):
+    timing.bind_clocks(devices.load("cuda"))  # the GPU adapter watches the profiler it relies on
     monkeypatch.setattr(torch.profiler, "profile", lambda *a, **k: None)
     assert "torch.profiler.profile" in timing.replaced_clocks()
 
 
 def test_work_hidden_from_the_timer_is_named_and_honest_work_passes():
     # The H200 probe's figures (ms): a matmul on a joined side stream, timed at 2.5 µs.
-    hidden = worker._hidden_work(busy_ms=0.178, event_ms=0.0025)
+    hidden = candidate_run._hidden_work(busy_ms=0.178, event_ms=0.0025)
     assert hidden and "0.178 ms on all its streams" in hidden and "wait_stream" in hidden
-    assert worker._hidden_work(busy_ms=0.030, event_ms=0.0335) is None  # a copy on its own stream
-    assert worker._hidden_work(busy_ms=None, event_ms=0.0025) is None  # no profiler: judged elsewhere
+    assert candidate_run._hidden_work(busy_ms=0.030, event_ms=0.0335) is None  # a copy on its own stream
+    assert candidate_run._hidden_work(busy_ms=None, event_ms=0.0025) is None  # no profiler: judged elsewhere
 
 
 def test_a_gpu_result_says_when_the_hidden_work_check_could_not_run():
-    gpu, cpu = torch.device("cuda"), torch.device("cpu")
-    assert worker._skipped_checks({"unseen_calls": 2}, gpu) == {}
-    assert "unseen_calls is 0" in worker._skipped_checks({"unseen_calls": 0}, gpu)["hidden_work"]
-    failed = worker._skipped_checks({"unseen_calls": 2, "profiler_failure": "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"}, gpu)
+    gpu, cpu = devices.load("cuda"), devices.load("cpu")
+    assert candidate_run._skipped_checks({"unseen_calls": 2}, gpu) == {}
+    assert "unseen_calls is 0" in candidate_run._skipped_checks({"unseen_calls": 0}, gpu)["hidden_work"]
+    no_profiler = {"unseen_calls": 2, "profiler_failure": "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"}
+    failed = candidate_run._skipped_checks(no_profiler, gpu)
     assert "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES" in failed["hidden_work"]
-    assert worker._skipped_checks({"unseen_calls": 0}, cpu) == {}
+    assert candidate_run._skipped_checks({"unseen_calls": 0}, cpu) == {}
+
+
+# Round 2: lazy outputs and behaving differently when observed (issue 15). Each defence has a
+# planted candidate that only it stops: the audit cannot read names built at run time.
+
+
+def test_returns_lazy_subclass_is_rejected_for_an_output_that_is_not_plain(planted):
+    result = planted["returns_lazy_subclass"].result()
+    assert result.verdict == "rejected", result.to_json()
+    assert "Deferred" in result.reason and "plain torch.Tensor" in result.reason
+
+
+def test_returns_plain_subclass_is_rejected_though_its_values_are_right(planted):
+    result = planted["returns_plain_subclass"].result()
+    assert result.verdict == "rejected", result.to_json()
+    assert "Carrier" in result.reason
+
+
+def test_uses_torch_when_unobserved_is_rejected_for_asking(planted):
+    # Every call is watched, so it never took its PyTorch path; asking at all is what it is named for.
+    result = planted["uses_torch_when_unobserved"].result()
+    assert result.verdict == "rejected", result.to_json()
+    assert "_len_torch_dispatch_stack" in result.reason and "asked whether it is observed" in result.reason
+
+
+def test_asks_if_observed_is_rejected_by_the_source_audit(planted):
+    result = planted["asks_if_observed"].result()
+    assert result.verdict == "rejected", result.to_json()
+    assert "reads _len_torch_dispatch_stack" in result.reason and "line" in result.reason

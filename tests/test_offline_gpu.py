@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from string import Template
 
 import pytest
 import torch
@@ -19,10 +20,12 @@ pytest.importorskip("triton", reason="the Triton candidates need the triton pack
 
 from harness.evaluate.checks import OpRecorder, compare, forbidden_ops
 from harness.llm.base import extract_code
-from harness.llm.offline import FAMILIES, PromptTask, answer, gpu_plan, render
-from harness.llm.offline_gpu import GpuPlan
+from harness.llm.offline.gpu import GpuPlan
+from harness.llm.offline.model import answer
+from harness.llm.offline.prompt import PromptTask
+from harness.llm.offline.writers import FAMILIES, gpu_plan, render
 from harness.platforms.base import Platform
-from harness.prompts import build_messages
+from harness.prompts import INSTRUCTIONS, PROMPTS_DIR, attempts_section, build_messages
 from harness.tasks import load_reference_module, load_task_dir, select
 
 TRITON = Platform("triton", "cuda", "Triton")
@@ -477,13 +480,16 @@ def test_gpu_families_walk_their_space_like_the_cpu_ones():
     task = task_of(captured(*CAPTURED["softmax"][:2]))
     family = FAMILIES["triton_rows"]
     first = extract_code(answer(prompt_of(task)))
-    refine = (
-        prompt_of(task)
-        + "\n## Earlier attempts (do not repeat these)\n"
-        + f"- `{first.splitlines()[0][2:]}`: correct (1 ms, 2x vs eager)\n"
-        + "\n## The version to improve\nIt was evaluated as: correct (1 ms, 2x vs eager)\n\n```python\n"
-        + first
-        + "```\n"
+    outcome = "correct (1 ms, 2x vs eager)"
+    refine = Template((PROMPTS_DIR / "refine.md").read_text()).substitute(
+        task=prompt_of(task),
+        platform_notes="",
+        attempts=attempts_section([(first, outcome)]),
+        context="",
+        parent_result=outcome,
+        parent_source=first.strip(),
+        advice="",
+        instruction=INSTRUCTIONS["refine"],
     )
     second = extract_code(answer(refine))
     assert second.splitlines()[0] == f"# approach: {family.describe(family.neighbours(family.default)[0])}"

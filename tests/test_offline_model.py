@@ -4,17 +4,23 @@ the attempts a prompt quotes, declines what it has no template for, and answers 
 import importlib.util
 import json
 import re
+import shutil
 from pathlib import Path
+from string import Template
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+import harness.prompts
 from harness.evaluate import Evaluator
 from harness.llm.base import extract_code
-from harness.llm.offline import FAMILIES, OfflineModel, parse_attempts, parse_task, render
+from harness.llm.offline import OfflineModel
+from harness.llm.offline.prompt import parse_task
+from harness.llm.offline.search import parse_attempts
+from harness.llm.offline.writers import FAMILIES, render
 from harness.platforms.base import Platform
-from harness.prompts import build_messages
+from harness.prompts import build_messages, heading_of, task_section
 from harness.tasks import resolve_one
 
 CPU = Platform("cpu", "cpu", "C++")
@@ -102,6 +108,63 @@ def test_refine_proposes_an_untried_neighbour_of_the_fastest_point():
         )
     )
     assert tuple(point_of(third)[1].values()) == rmsnorm.neighbours(rmsnorm.default)[1]
+
+
+def reworded(name: str, template: str) -> str:
+    """The template with every `## ` heading and the words before the parent's outcome said otherwise."""
+    lines = template.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("## "):
+            lines[i] = f"## Part {i} of the {name} prompt, in other words"
+        elif "$parent_result" in line:
+            lines[i] = "What the evaluator made of it -> $parent_result"
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def reworded_prompts(tmp_path, monkeypatch) -> Path:
+    """A prompts folder whose refine and analyst templates word their headings differently."""
+    folder = tmp_path / "prompts"
+    shutil.copytree(harness.prompts.PROMPTS_DIR, folder, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    for name in ("refine", "analyst"):
+        path = folder / f"{name}.md"
+        path.write_text(reworded(name, path.read_text()))
+    monkeypatch.setattr(harness.prompts, "PROMPTS_DIR", folder)
+    return folder
+
+
+def test_hill_climb_reads_the_parent_under_reworded_refine_headings(reworded_prompts):
+    """The section holding the version to improve is found by the heading refine.md gives it, not by
+    a copy of its words: reworded, the model still climbs from the parent rather than starting over."""
+    rmsnorm = FAMILIES["rmsnorm"]
+    task = parse_task(build_messages(resolve_one("rmsnorm_qwen"), CPU, "new", [])[1]["content"])
+    parent_point = rmsnorm.neighbours(rmsnorm.default)[-1]  # not the default, so starting over shows
+    parent = render(rmsnorm, parent_point, task)
+    outcome = "correct (1 ms, 3x vs eager)"
+    prompt = build_messages(resolve_one("rmsnorm_qwen"), CPU, "refine", [], parent, outcome)[1]["content"]
+    assert "## The version to improve" not in prompt and "It was evaluated as" not in prompt
+    assert heading_of("refine", "parent_source") in prompt
+    _, parsed = parse_attempts(prompt)
+    assert parsed is not None and parsed.point == parent_point and parsed.speedup == 3.0
+    code = extract_code(OfflineModel().complete([{"role": "user", "content": prompt}]).text)
+    assert point_of(code) == ("rmsnorm", dict(zip(rmsnorm.space, rmsnorm.neighbours(parent_point)[0])))
+
+
+def test_analyst_prompt_is_recognised_under_reworded_headings(reworded_prompts):
+    """An analyst prompt is told from a kernel prompt, and its measurements read, by analyst.md's headings."""
+    task = resolve_one("rmsnorm_qwen")
+    prompt = Template((reworded_prompts / "analyst.md").read_text()).substitute(
+        task=task_section(task, CPU),
+        platform_notes="",
+        source=extract_code(ask("rmsnorm_qwen")),
+        measurements="1.2 ms, 3x vs eager\n40% of the bandwidth roofline",
+        profile="| op | self us |\n|---|---|\n| rmsnorm_rows | 1100 |",
+    )
+    assert "## The version to analyse" not in prompt
+    text = OfflineModel().complete([{"role": "user", "content": prompt}]).text
+    assert extract_code(text) is None
+    assert "measurements: 1.2 ms, 3x vs eager; 40% of the bandwidth roofline." in text
+    assert "Largest profile entry: | rmsnorm_rows | 1100 |." in text
 
 
 def test_attempts_and_parent_are_parsed_with_their_outcomes():

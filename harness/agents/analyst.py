@@ -36,14 +36,14 @@ class _Profiling:
 def measurements(task: Task, result: EvalResult, ceilings: dict | None) -> str:
     """The candidate's time against its baselines, the roofline floor and the measured ceilings."""
     lines = [f"- median time: {result.time_ms:.4g} ms"]
-    if result.host_ms is not None and result.env.get("device") == "cuda":
+    if result.host_ms is not None and result.env.get("asynchronous"):
         lines.append(
             f"- host time per call: {result.host_ms:.4g} ms (Python and launches; when it nears the median "
             "time, the GPU waited for the host and fewer launches or host-side work pay more than kernel tuning)"
         )
     for name, baseline_ms in sorted(result.baselines.items()):
         speedup = baseline_ms / result.time_ms
-        lines.append(f"- {name.removesuffix('_ms')}: {baseline_ms:.4g} ms (this version: {speedup:.3g}x speedup)")
+        lines.append(f"- {name}: {baseline_ms:.4g} ms (this version: {speedup:.3g}x speedup)")
     if result.sol_fraction is not None:
         floor_ms = result.sol_fraction * result.time_ms
         lines.append(

@@ -27,7 +27,7 @@ _SLACK_BYTES = 1 << 20
 
 
 class _Expected:
-    def __init__(self, path: Path, device, tolerance: dict):
+    def __init__(self, path: Path, bounds_path: Path, device, tolerance: dict):
         from harness.evaluate import outputs
         from harness.evaluate.checks import near_constant
 
@@ -35,6 +35,8 @@ class _Expected:
         bad = [c for c in self.calls if isinstance(c, str)]
         if bad:
             raise ValueError(f"the reference's outputs are not tensors: {bad[0]}")
+        # Each call's bounds, or a word where it has the fixed tolerance (tolerance.py).
+        self.bounds = [b if not isinstance(b, str) else None for b in outputs.read(bounds_path, device)]
         self.nbytes = sum(t.numel() * t.element_size() for call in self.calls for t in call)
         self.degenerate = near_constant(self.calls, tolerance)
 
@@ -45,7 +47,7 @@ def _judge(request: dict, cache: OrderedDict, device) -> dict:
 
     key = (request["expected"], json.dumps(request["tolerance"], sort_keys=True))
     if key not in cache:
-        cache[key] = _Expected(Path(request["expected"]), device, request["tolerance"])
+        cache[key] = _Expected(Path(request["expected"]), Path(request["bounds"]), device, request["tolerance"])
         while len(cache) > _KEEP_TASKS:
             cache.popitem(last=False)
     cache.move_to_end(key)
@@ -68,7 +70,7 @@ def _judge(request: dict, cache: OrderedDict, device) -> dict:
     for want, got, label in request["pairs"]:
         if isinstance(actual[got], str):
             return {"mismatch": f"{actual[got]} (on {label})"}
-        mismatch = compare(expected.calls[want], actual[got], request["tolerance"])
+        mismatch = compare(expected.calls[want], actual[got], request["tolerance"], expected.bounds[want])
         if mismatch:
             return {"mismatch": f"{mismatch.reason} (on {label})"}
     return {"mismatch": None, "degenerate": expected.degenerate}
@@ -77,10 +79,11 @@ def _judge(request: dict, cache: OrderedDict, device) -> dict:
 def serve(device_name: str) -> None:
     import torch
 
+    from harness import devices
     from harness.evaluate.confine import make_undumpable
 
     make_undumpable()  # its memory holds every task's expected outputs
-    device = torch.device(device_name)
+    device = devices.load(device_name).torch_device()
     torch.set_grad_enabled(False)
     cache: OrderedDict = OrderedDict()
     print(json.dumps({"ready": True}), flush=True)
@@ -116,9 +119,19 @@ class Judge:
             raise ForgeBenchError(f"the judge process failed to start on {self.device}: {ready!r}")
         return proc
 
-    def compare(self, expected: Path, actual: Path, pairs: list[tuple[int, int, object]], tolerance: dict) -> dict:
+    def compare(
+        self, expected: Path, bounds: Path, actual: Path, pairs: list[tuple[int, int, object]], tolerance: dict
+    ) -> dict:
         """{"mismatch": reason or None, "degenerate": reason or None}, or {"unreadable": reason}."""
-        request = json.dumps({"expected": str(expected), "actual": str(actual), "pairs": pairs, "tolerance": tolerance})
+        request = json.dumps(
+            {
+                "expected": str(expected),
+                "bounds": str(bounds),
+                "actual": str(actual),
+                "pairs": pairs,
+                "tolerance": tolerance,
+            }
+        )
         with self._lock:
             for _ in range(2):
                 if self._proc is None or self._proc.poll() is not None:

@@ -42,14 +42,30 @@ class UnreadableOutputs(ValueError):
     """The outputs file is not what a worker writes (torn, forged or truncated)."""
 
 
-def _leaves(output: Any) -> list[torch.Tensor] | str:
-    """A call's output as its tensors, or a sentence saying why it is not tensors."""
+def not_plain(t: torch.Tensor) -> str | None:
+    """Why a returned tensor is not a plain one whose values are in its storage, or None.
+
+    A subclass (with __torch_function__ or __torch_dispatch__), a wrapper or a lazily negated or
+    conjugated view can produce its values only when read, so the timed calls would skip work the
+    harness then does when it reads the result."""
+    if type(t) is not torch.Tensor:
+        return f"forward returned a {type(t).__module__}.{type(t).__qualname__}; outputs must be plain torch.Tensor"
+    if t.layout != torch.strided or t.is_nested:
+        return f"forward returned a tensor of layout {t.layout}; outputs must be plain strided tensors"
+    if t.is_neg() or t.is_conj() or torch._C._functorch.is_functorch_wrapped_tensor(t):
+        return "forward returned a lazily evaluated view; outputs must hold their values"
+    return None
+
+
+def leaves(output: Any) -> list[torch.Tensor] | str:
+    """A call's output as its tensors, or a sentence saying why it is not plain tensors."""
     if isinstance(output, torch.Tensor):
-        return [output]
+        reason = not_plain(output)
+        return reason if reason else [output]
     if isinstance(output, (list, tuple)):
         leaves: list[torch.Tensor] = []
         for item in output:
-            inner = _leaves(item)
+            inner = leaves(item)
             if isinstance(inner, str):
                 return inner
             leaves += inner
@@ -59,8 +75,8 @@ def _leaves(output: Any) -> list[torch.Tensor] | str:
 
 def keep(output: Any) -> list[torch.Tensor] | str:
     """A private copy of a call's output tensors, on their device (the caller may reuse its buffers)."""
-    leaves = _leaves(output)
-    return leaves if isinstance(leaves, str) else [t.detach().clone() for t in leaves]
+    found = leaves(output)
+    return found if isinstance(found, str) else [t.detach().clone() for t in found]
 
 
 def write(path: Path, calls: list[list[torch.Tensor] | str]) -> None:

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
-VERDICTS = ("correct", "incorrect", "compile_error", "runtime_error", "timeout", "crash", "rejected")
+from harness import serial
+from harness.evaluate.verdict import VERDICTS, shorten
 
-
-def shorten(text: str, limit: int = 2000) -> str:
-    """A reason short enough to record: its head and its tail (where an error's cause usually is)."""
-    return text if len(text) <= limit else text[: limit // 2] + "\n...\n" + text[-limit // 2 :]
+__all__ = ["VERDICTS", "EvalResult", "shorten"]
 
 
 @dataclass
@@ -32,8 +30,8 @@ class EvalResult:
     time_p80_ms: float | None = None
     time_quantiles_ms: list[float] = field(default_factory=list)  # 0%, 5%, ..., 100% of the timed calls
     checks_skipped: dict[str, str] = field(default_factory=dict)  # check name -> why it could not run here
-    baselines: dict[str, float] = field(default_factory=dict)  # "<baseline>_ms": median ms
-    baselines_host_ms: dict[str, float] = field(default_factory=dict)  # "<baseline>_host_ms": host ms a call
+    baselines: dict[str, float] = field(default_factory=dict)  # baseline name -> its median ms
+    baselines_host_ms: dict[str, float] = field(default_factory=dict)  # baseline name -> host ms of a call
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
     speedups: dict[str, float] = field(default_factory=dict)  # baseline name -> its time / the kernel's
@@ -44,6 +42,12 @@ class EvalResult:
     env: dict[str, Any] = field(default_factory=dict)
     cached_build: bool = False
     profile: dict[str, Any] = field(default_factory=dict)  # top kernels by self time, when asked for
+    # The bound the outputs were judged by (tolerance.py): {"basis": "fp64", ...} or {"basis": "eager"}.
+    tolerance: dict[str, Any] = field(default_factory=dict)
+    torch_ops_rule: str = "forbid"  # evaluate.torch_ops when it was judged
+    torch_ops: list[str] = field(default_factory=list)  # PyTorch compute its forward ran (under allow)
+
+    DERIVED = ("correct",)  # serial.to_dict writes it beside the fields
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -54,19 +58,18 @@ class EvalResult:
         return self.verdict == "correct"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"correct": self.correct, **asdict(self)}
+        return serial.to_dict(self)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EvalResult:
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
+        return serial.from_dict(cls, data)
 
     def summary(self) -> str:
-        """One line for prompts and logs."""
+        """One line for prompts and logs: the time, and the speedup over each baseline timed."""
         if self.correct:
-            speed = f"{self.time_ms:.4g} ms, {self.speedup_vs_eager:.3g}x vs eager"
-            return f"correct ({speed})"
+            speeds = ", ".join(f"{value:.3g}x vs {name}" for name, value in self.speedups.items())
+            return f"correct ({self.time_ms:.4g} ms{', ' + speeds if speeds else ''})"
         return f"{self.verdict}: {self.reason}"

@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import torch
 
+from harness.devices import Device
 from harness.evaluate import timing
 
-# Sizes that fill each kind of device; a CPU run must stay within seconds on 2 cores.
-_COPY_BYTES = {"cuda": 2**30, "cpu": 2**28}
-_MATMUL_N = {"cuda": 8192, "cpu": 1024}
-_MATMUL_DTYPE = {"cuda": torch.bfloat16, "cpu": torch.float32}
 
-
-def measure_ceilings(device: torch.device) -> dict[str, float]:
-    """Large device-to-device copy (bytes read + written) and large matmul, timed once."""
-    kind = device.type
-    source = torch.randn(_COPY_BYTES[kind] // 4, device=device)
+def measure_ceilings(adapter: Device) -> dict[str, float]:
+    """Large device-to-device copy (bytes read + written) and large matmul, timed once, at the sizes
+    the device's adapter gives (a CPU run must stay within seconds on 2 cores)."""
+    sizes, device = adapter.ceilings, adapter.torch_device()
+    source = torch.randn(sizes.copy_bytes // 4, device=device)
     target = torch.empty_like(source)
-    copy = timing.measure(lambda x: target.copy_(x), [[source]], device, budget_ms=200, warmup_ms=20)
-    n, dtype = _MATMUL_N[kind], _MATMUL_DTYPE[kind]
+    copy = timing.measure(lambda x: target.copy_(x), [[source]], adapter, budget_ms=200, warmup_ms=20)
+    n, dtype = sizes.matmul_n, sizes.matmul_dtype
     a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))
-    matmul = timing.measure(torch.mm, [[a, b]], device, budget_ms=300, warmup_ms=50)
+    matmul = timing.measure(torch.mm, [[a, b]], adapter, budget_ms=300, warmup_ms=50)
     # The fast end of the samples: a ceiling is what the device can do, and other load on the
     # machine (CI, a parallel test) only ever makes calls slower.
     return {

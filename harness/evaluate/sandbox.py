@@ -71,8 +71,15 @@ class WorkerExit:
     log: str
 
 
+# Thread pools sleep once their work is done instead of spin-waiting (OpenBLAS spins for 100 ms after
+# a matmul by default): CPU still burning after forward returns is then the candidate's own work.
+# In every process's start-up environment, since the libraries read them when they load (the
+# zygote imports numpy's OpenBLAS before it forks a worker).
+QUIET_POOLS = {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0", "KMP_BLOCKTIME": "0", "OPENBLAS_THREAD_TIMEOUT": "4"}
+
+
 def base_env() -> dict[str, str]:
-    return {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+    return {**{k: os.environ[k] for k in PASSED_ENV if k in os.environ}, **QUIET_POOLS}
 
 
 def _hand_over(path: Path) -> None:
@@ -89,7 +96,7 @@ def close_to_workers(folder: Path) -> None:
     folder.chmod(0o700)
 
 
-def _closed_to_others(folder: Path) -> Path | None:
+def closed_to_others(folder: Path) -> Path | None:
     """The first folder at or above `folder` (those that exist) that others may not enter, if any."""
     for parent in [folder, *folder.parents]:
         if parent.exists() and not parent.stat().st_mode & 0o001:
@@ -113,11 +120,11 @@ def worker_folder(folder: Path) -> Path:
 
     from harness.errors import ForgeBenchError
 
-    closed_above = _closed_to_others(folder) if os.getuid() == 0 else None
+    closed_above = closed_to_others(folder) if os.getuid() == 0 else None
     if closed_above is None:
         return folder
     base = Path(tempfile.gettempdir()).resolve() / "forgebench-workers"
-    closed = _closed_to_others(base)
+    closed = closed_to_others(base)
     if closed is not None and closed != base:
         raise ForgeBenchError(
             f"{_refusal(closed_above, str(folder))}, and {_refusal(closed, str(base))}; "
@@ -144,7 +151,7 @@ def check_code_reachable() -> None:
     if os.getuid() != 0:
         return
     for code, what in ((Path(sys.prefix), "the Python environment"), (Path(harness.__file__).parent, "the harness")):
-        closed = _closed_to_others(code.resolve())
+        closed = closed_to_others(code.resolve())
         if closed is not None:
             raise ForgeBenchError(
                 f"{_refusal(closed, f'{what} ({code}) that workers import')}; install it in a folder others "
@@ -302,13 +309,3 @@ class ZygotePool:
             for zygote in self._zygotes:
                 zygote.close(grace_s)
             self._zygotes = []
-
-
-def describe_exit(returncode: int) -> str:
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"the worker was killed by {name}"
-    return f"the worker exited with status {returncode} before writing its result"

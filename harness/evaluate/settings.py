@@ -4,6 +4,7 @@ schema of the configuration's `evaluate` group)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 from harness.errors import require
 
@@ -18,7 +19,7 @@ class EvalSettings:
     timing_seeds: list[int] = field(default_factory=lambda: [101, 102, 103])
     # Calls after timing on inputs drawn then from os.urandom, outputs checked in the worker against
     # the reference: on a GPU they are profiled to find work hidden from the timer
-    # (worker._hidden_work). 0 turns that check off.
+    # (candidate_run._hidden_work). 0 turns that check off.
     unseen_calls: int = 2
     init_seed: int = 0
     budget_ms: float = 300.0
@@ -26,7 +27,7 @@ class EvalSettings:
     # On a GPU, let the stream wait before each timed call so its launches queue ahead of it and
     # the events time GPU work, not host time (timing.measure's gpu_lead). A candidate that spins
     # on the host lengthens its own lead and can run side-stream work during it, unseen by the
-    # events. The hidden-work check (worker._hidden_work) compares all streams' work with the timed
+    # events. The hidden-work check (candidate_run._hidden_work) compares all streams' work with the timed
     # time and so catches that too; off until that check has run on a GPU.
     gpu_lead: bool = False
     # The same lead for the baselines (eager, torch.compile). They are our code, so the hole above
@@ -37,6 +38,16 @@ class EvalSettings:
     # Nsight Compute metrics of each profiled correct candidate (the analyst's), on a GPU whose ncu
     # reads the counters (harness/evaluate/ncu.py); where it cannot, the profile says why.
     ncu: bool = True
+    # Whether a candidate may keep some PyTorch compute ops and write kernels for the rest, as
+    # KernelBench grades it ("allow": the ops it ran are recorded, and one that runs no kernel of
+    # its own is still rejected), or must do all the computation itself ("forbid": a captured
+    # task is the op, so calling it is not a kernel). Unset, the suite's `torch_ops` decides
+    # (the KernelBench suites allow, as KernelBench does), else forbid.
+    torch_ops: Optional[str] = None  # noqa: UP045 (OmegaConf reads Optional at runtime)
+    # What a candidate's output is compared with: "fp64", the reference run in fp64 with a bound
+    # per element derived from eager's own error (tolerance.py); "fixed", eager's output within
+    # the dtype's atol + rtol, as before.
+    tolerance: str = "fp64"
 
     def __post_init__(self):
         require(
@@ -51,5 +62,19 @@ class EvalSettings:
                 "unseen_calls": (self.unseen_calls >= 0, "a whole number, 0 or more"),
                 "budget_ms": (self.budget_ms > 0, "a number of milliseconds above 0"),
                 "warmup_ms": (self.warmup_ms >= 0, "a number of milliseconds, 0 or more"),
+                "torch_ops": (self.torch_ops in (None, "forbid", "allow"), "forbid or allow"),
+                "tolerance": (self.tolerance in ("fp64", "fixed"), "fp64 or fixed"),
             },
         )
+
+
+def for_run(cfg) -> EvalSettings:
+    """The composed config's evaluate settings, with the suite's torch_ops rule where none is set."""
+    from dataclasses import replace
+
+    from omegaconf import OmegaConf
+
+    settings = OmegaConf.to_object(cfg.evaluate)
+    if settings.torch_ops is None:
+        settings = replace(settings, torch_ops=cfg.suite.get("torch_ops") or "forbid")
+    return settings

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.evaluate import confine
+from harness.evaluate import confine, stdlib_copy
 
 NOBODY = 65534
 
@@ -68,6 +68,8 @@ def _become_worker(job: dict, code_roots: list[str]) -> None:
         os.setgroups([])
         os.setgid(NOBODY)
         os.setuid(NOBODY)
+    if os.environ.get(stdlib_copy.ENV):
+        stdlib_copy.use(os.environ[stdlib_copy.ENV])
     if job.get("confinement"):
         confine.restrict([*job["confinement"]["read"], *code_roots], job["confinement"]["write"])
 

@@ -40,6 +40,5 @@ class Platform:
 
     def worker_env(self, cache_dir: Path) -> dict[str, str]:
         """Variables the worker needs to build and cache kernels under cache_dir."""
-        # Passive OpenMP threads sleep when a parallel region ends, so CPU still burning after
-        # forward returns is the candidate's own escaped work.
-        return {**{k: str(v) for k, v in self.cache_dirs(cache_dir).items()}, "OMP_WAIT_POLICY": "PASSIVE"}
+        # (The thread pools' wait policies are in every worker's environment: sandbox.QUIET_POOLS.)
+        return {k: str(v) for k, v in self.cache_dirs(cache_dir).items()}

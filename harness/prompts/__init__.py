@@ -96,6 +96,44 @@ def sibling_number(prompt: str) -> int:
     return int(found.group("number")) if found else 1
 
 
+def _placeholders(line: str) -> list[tuple[re.Match, str | None]]:
+    """Each `$` of a template line, with the name of the field it substitutes (None for `$$` or a lone `$`)."""
+    return [(m, m.group("named") or m.group("braced")) for m in Template.pattern.finditer(line)]
+
+
+def _line_holding(name: str, field: str) -> tuple[list[str], int]:
+    """The lines of template `name` and the index of the one that substitutes `$field`."""
+    lines = _template(name).template.splitlines()
+    for index, line in enumerate(lines):
+        if any(found == field for _, found in _placeholders(line)):
+            return lines, index
+    raise ValueError(f"prompt template {name}.md has no ${field}; a reader of its prompts expects one")
+
+
+def heading_of(name: str, field: str) -> str:
+    """The `## ` heading of the section of template `name` that holds `$field`. A reader of the prompts
+    finds a section by what it holds, so rewording a template's headings cannot break the reading."""
+    lines, index = _line_holding(name, field)
+    heading = next((line for line in reversed(lines[: index + 1]) if line.startswith("## ")), None)
+    if heading is None:
+        raise ValueError(f"prompt template {name}.md writes ${field} under no `## ` heading")
+    return heading
+
+
+def line_pattern(name: str, field: str) -> re.Pattern[str]:
+    """The line of template `name` that holds `$field`, as a pattern whose group `field` takes the value
+    back out of a prompt: the template's own words around it, any other field on the line matching
+    anything, so rewording that line cannot break the reading."""
+    lines, index = _line_holding(name, field)
+    line, parts, start = lines[index], [], 0
+    for match, found in _placeholders(line):
+        parts.append(re.escape(line[start : match.start()]))
+        parts.append(f"(?P<{field}>.*)" if found == field else ".*" if found else re.escape(match.group()[:1]))
+        start = match.end()
+    parts.append(re.escape(line[start:]))
+    return re.compile("^" + "".join(parts) + "$", re.MULTILINE)
+
+
 def build_messages(
     task: Task,
     platform: Platform,

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from harness.errors import ForgeBenchError
-from harness.evaluate.result import shorten
+from harness.evaluate.verdict import shorten
 
 
 class NotApplicable(Exception):
@@ -46,12 +46,12 @@ class Baseline:
     build: Callable[[Sample], Callable[..., Any] | list[Callable[..., Any]]]
     # Importable modules it needs; when one is missing the baseline is skipped, never an error.
     needs: tuple[str, ...] = ()
-    devices: tuple[str, ...] = ("cpu", "cuda")
+    devices: tuple[str, ...] | None = None  # the torch device types it runs on; None: any
     # Whether its output is checked against the reference's before it is timed.
     checked: bool = True
 
     def missing(self, device: torch.device) -> str | None:
-        if device.type not in self.devices:
+        if self.devices is not None and device.type not in self.devices:
             return f"runs on {', '.join(self.devices)} only, not {device.type}"
         absent = [m for m in self.needs if importlib.util.find_spec(m) is None]
         if absent:

@@ -15,65 +15,19 @@ from dataclasses import dataclass, field
 
 import torch
 
-from harness.llm.offline_graph import Graph, Node, Ref, Unsupported, refs_of
-
-TL_DTYPES = {torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16"}
-REDUCTIONS = {"sum", "mean", "amax", "amin", "var", "logsumexp"}
-NORMS = {"_softmax", "_log_softmax", "softmax", "log_softmax", "native_layer_norm", "rms_norm", "_fused_rms_norm"}
-BATCH_NORMS = {"native_batch_norm", "_native_batch_norm_legit_no_training", "cudnn_batch_norm"}
-IDENTITY = {"clone", "alias", "detach", "lift_fresh_copy", "contiguous", "_to_copy", "to", "_copy_from"}
-COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-
-
-def _tanh(a: str) -> str:
-    return f"_tanh({a})"
-
-
-UNARY = {
-    "neg": lambda a: f"-{a}",
-    "exp": lambda a: f"tl.exp({a})",
-    "exp2": lambda a: f"tl.exp2({a})",
-    "log": lambda a: f"tl.log({a})",
-    "log2": lambda a: f"tl.log2({a})",
-    "sqrt": lambda a: f"tl.sqrt({a})",
-    "rsqrt": lambda a: f"tl.rsqrt({a})",
-    "abs": lambda a: f"tl.abs({a})",
-    "reciprocal": lambda a: f"(1.0 / {a})",
-    "sin": lambda a: f"tl.sin({a})",
-    "cos": lambda a: f"tl.cos({a})",
-    "erf": lambda a: f"tl.erf({a})",
-    "sigmoid": lambda a: f"tl.sigmoid({a})",
-    "tanh": _tanh,
-    "relu": lambda a: f"tl.maximum({a}, 0.0)",
-    "silu": lambda a: f"({a} * tl.sigmoid({a}))",
-    "logical_not": lambda a: f"({a} == 0)",
-}
-
-
-def gelu(a: str, approximate: str = "none") -> str:
-    if approximate == "tanh":
-        return f"(0.5 * {a} * (1.0 + _tanh(0.7978845608028654 * ({a} + 0.044715 * {a} * {a} * {a}))))"
-    return f"(0.5 * {a} * (1.0 + tl.erf({a} * 0.7071067811865476)))"
-
-
-def power(a: str, exponent: float) -> str:
-    if exponent == 0.5:
-        return f"tl.sqrt({a})"
-    if exponent == -0.5:
-        return f"tl.rsqrt({a})"
-    if float(exponent).is_integer() and abs(exponent) <= 8:
-        n = int(abs(exponent))
-        product = " * ".join([a] * n) if n else "1.0"
-        return f"(1.0 / ({product}))" if exponent < 0 else f"({product})"
-    return f"tl.exp2({_number(exponent)} * tl.log2({a}))"
-
-
-def _number(value) -> str:
-    if isinstance(value, bool):
-        return "1.0" if value else "0.0"
-    if not math.isfinite(value):
-        return f'float("{value}")'
-    return repr(float(value))
+from harness.llm.offline.expressions import (
+    BATCH_NORMS,
+    COMPARE,
+    IDENTITY,
+    NORMS,
+    REDUCTIONS,
+    TL_DTYPES,
+    UNARY,
+    gelu,
+    number,
+    power,
+)
+from harness.llm.offline.graph import Graph, Node, Ref, Unsupported, refs_of
 
 
 @dataclass
@@ -145,7 +99,7 @@ class Lowering:
 
     def operand(self, value) -> Val | str | None:
         if value is None or not isinstance(value, Ref):
-            return None if value is None else _number(value)
+            return None if value is None else number(value)
         key = (value.name, value.index)
         if key in self.values:
             return self.values[key]
@@ -228,10 +182,10 @@ class Lowering:
             return self.operand(args[0])
         if op in ("add", "sub"):
             alpha = arg(2, "alpha", 1)
-            b = x(1) if alpha == 1 else f"({x(1)} * {_number(alpha)})"
+            b = x(1) if alpha == 1 else f"({x(1)} * {number(alpha)})"
             return fresh(f"({x(0)} {'+' if op == 'add' else '-'} {b})")
         if op == "rsub":
-            return fresh(f"({x(1)} - {x(0)} * {_number(arg(2, 'alpha', 1))})")
+            return fresh(f"({x(1)} - {x(0)} * {number(arg(2, 'alpha', 1))})")
         if op in ("mul", "div") and arg(2, "rounding_mode") is None:
             return fresh(f"({x(0)} {'*' if op == 'mul' else '/'} {x(1)})")
         if op in ("maximum", "minimum"):
@@ -258,7 +212,7 @@ class Lowering:
             expr = expr if low is None else f"tl.maximum({expr}, {self.code(self.operand(low))})"
             return fresh(expr if high is None else f"tl.minimum({expr}, {self.code(self.operand(high))})")
         if op == "leaky_relu":
-            return fresh(f"tl.where({x(0)} > 0, {x(0)}, {x(0)} * {_number(arg(1, 'negative_slope', 0.01))})")
+            return fresh(f"tl.where({x(0)} > 0, {x(0)}, {x(0)} * {number(arg(1, 'negative_slope', 0.01))})")
         if op == "where":
             return fresh(f"tl.where({x(0)}, {x(1)}, {x(2)})")
         if op == "masked_fill":

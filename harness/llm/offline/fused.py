@@ -8,8 +8,8 @@ from string import Template
 
 import torch
 
-from harness.llm.offline_graph import Graph, Node, Ref
-from harness.llm.offline_lower import Body
+from harness.llm.offline.graph import Graph, Node, Ref
+from harness.llm.offline.lower import Body
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates" / "triton"
 _INDEX_LIMIT = 2**31 - 1

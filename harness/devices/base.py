@@ -1,0 +1,167 @@
+"""The Device adapter: timer and synchronisation, cache flush, profiler, escaped-work probe,
+roofline sizes and environment record, as the evaluator's worker uses them.
+
+The defaults here are a host-synchronous device (a CPU): calls are done when they return, the
+host's clock times them, and there is no cache the harness can flush. A device whose work runs
+asynchronously (a GPU) overrides what differs; the worker and timing call only these methods.
+"""
+
+from __future__ import annotations
+
+import platform as _platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+# The host's clock, bound before any candidate can patch `time`.
+perf_counter = time.perf_counter
+process_time = time.process_time
+sleep = time.sleep
+
+# A CPU candidate's threads that burn this much CPU in the 100 ms after forward returned are doing
+# work forward did not wait for (or spinning in a pool whose wait policy the worker did not set).
+_ESCAPED_CPU_MS = 20
+
+
+class ProfilerFailure(RuntimeError):
+    """The profiler itself failed or saw nothing, as opposed to the function it watched."""
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal element by element, NaN where the other has NaN included."""
+    if not a.is_floating_point():
+        return torch.equal(a, b)
+    return bool(((a == b) | (a.isnan() & b.isnan())).all())
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """Sizes that fill the device for the roofline probe (roofline.measure_ceilings)."""
+
+    copy_bytes: int
+    matmul_n: int
+    matmul_dtype: torch.dtype
+
+
+class Device:
+    name = "cpu"  # the adapter's name, as a platform's YAML gives it
+    torch_type = "cpu"  # torch.device(...).type of the tensors it runs
+    asynchronous = False  # whether a call returns before its work is done (timing counts device time)
+    supports_ncu = False  # whether Nsight Compute can profile its kernels
+    ceilings = Ceilings(copy_bytes=2**28, matmul_n=1024, matmul_dtype=torch.float32)
+    # Names of callables a candidate might replace to fool the timer (timing.replaced_clocks).
+    watched: tuple[str, ...] = ()
+
+    def torch_device(self) -> torch.device:
+        return torch.device(self.torch_type)
+
+    def available(self) -> str | None:
+        """None when this machine has the device, else a sentence saying why not."""
+        return None
+
+    def synchronize(self) -> None:
+        """Wait until every call issued so far is done."""
+
+    def flush_buffer(self) -> torch.Tensor | None:
+        """A buffer a pass over which evicts the device's last-level cache, or None when the harness
+        cannot flush it (a CPU's caches are the operating system's to share)."""
+        return None
+
+    def time_calls(self, prepare: Callable[[], None], call: Callable[[], object], n: int, lead_cycles: int = 0):
+        """n calls, each after prepare(): (each call's time in ms, each call's host time in ms)."""
+        host = []
+        for _ in range(n):
+            prepare()
+            start = perf_counter()
+            call()
+            host.append((perf_counter() - start) * 1e3)
+        return list(host), host
+
+    def cycles_per_ms(self) -> float | None:
+        """The rate of the device-side spin that gives a GPU its lead; None where there is none."""
+        return None
+
+    # The torch profiler, for the analyst's profile: which activities, and which time is the work's.
+    def profiler_activities(self) -> list:
+        from torch.profiler import ProfilerActivity
+
+        return [ProfilerActivity.CPU]
+
+    profile_kind = "host"  # "device": each kernel's own device time; "host": each op's self CPU time
+    profiled_event_type = torch.autograd.DeviceType.CPU  # the profiler's events that carry that time
+
+    def profiling_range(self, name: str):
+        """A range an external profiler (ncu) selects the profiled call by; a no-op where none."""
+        from contextlib import nullcontext
+
+        return nullcontext()
+
+    def busy_ms(self, fn: Callable[..., Any], inputs: Sequence[Any]) -> tuple[Any, float | None, list[str]]:
+        """fn(*inputs) once, how long the device worked on it on every queue where a profiler can
+        tell (a GPU's side streams; None on a device whose calls are done when they return), and
+        the names of the kernels it ran (none where they have no names: a CPU's are functions)."""
+        return fn(*inputs), None, []
+
+    def library_kernels(self, kernels: Sequence[str]) -> list[str]:
+        """Which of busy_ms's kernels are PyTorch's or a vendor library's computation."""
+        return []
+
+    def own_code(self, kernels: Sequence[str]) -> bool:
+        """Whether the candidate ran code of its own: on a CPU, a library it built is mapped (the
+        platform's build cache or torch's extensions, both under the worker's cache folders)."""
+        import os
+
+        roots = tuple(
+            os.environ[k] for k in ("FORGEBENCH_BUILD_CACHE", "TORCH_EXTENSIONS_DIR", "TMPDIR") if k in os.environ
+        )
+        try:
+            with open("/proc/self/maps") as maps:
+                return any(line.rstrip().endswith(".so") and line.split()[-1].startswith(roots) for line in maps)
+        except OSError:
+            return True  # nothing to read it by: no rejection on a guess
+
+    def profiler_failure(self) -> str | None:
+        """Why busy_ms cannot measure work in this process, or None when it can (or need not)."""
+        return None
+
+    def escaped_work(self, fn: Callable[..., Any], inputs: Sequence[Any], call_ms: float) -> str | None:
+        """Work still running when forward returns (threads on a CPU), as a sentence, or None.
+
+        Output that still changes after forward returned is escaped work. CPU burnt after it is too,
+        unless it stops: a thread pool spin-waits a while after its work is done (the worker sets
+        the known pools' wait policies to passive, sandbox.py), so only CPU burnt in a second window
+        as well, while the output stands still, counts."""
+        from harness.evaluate import outputs
+
+        returned = outputs.leaves(fn(*inputs))
+        kept = [t.detach().clone() for t in returned] if not isinstance(returned, str) else []
+        for _ in range(2):
+            before = process_time()
+            sleep(0.1)
+            busy_ms = (process_time() - before) * 1e3
+            if any(not _same(k, t) for k, t in zip(kept, returned)):
+                return "forward's output changed after it returned; work must finish inside forward"
+            if busy_ms <= _ESCAPED_CPU_MS:
+                return None
+        return (
+            f"the process used {busy_ms:.0f} ms of CPU in each of two 100 ms windows after forward returned; "
+            "work must finish inside forward"
+        )
+
+    def environment(self) -> dict[str, Any]:
+        """What a result records of the machine it was measured on."""
+        return {
+            "torch": torch.__version__,
+            "python": sys.version.split()[0],
+            "device": self.torch_type,
+            "device_name": _platform.processor() or _platform.machine(),
+            "threads": torch.get_num_threads(),
+            "asynchronous": self.asynchronous,
+        }
+
+    def device_name(self) -> str:
+        return _platform.processor() or _platform.machine() or self.name

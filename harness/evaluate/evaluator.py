@@ -1,0 +1,356 @@
+"""The Evaluator: a candidate against its task, the reference and the candidate each in a sandboxed
+worker, their outputs compared by the judge, the verdict decided in verdict.py."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import devices
+from harness.errors import ForgeBenchError
+from harness.evaluate import baselines, confine, ncu, stdlib_copy, verdict
+from harness.evaluate.footprint import check_fits
+from harness.evaluate.report import WorkerReport
+from harness.evaluate.result import EvalResult
+from harness.evaluate.roofline import floor_ms
+from harness.evaluate.sandbox import (
+    Confinement,
+    ZygotePool,
+    base_env,
+    check_code_reachable,
+    close_to_workers,
+    make_worker_folder,
+    prepare_workdir,
+    worker_folder,
+)
+from harness.evaluate.settings import EvalSettings
+from harness.evaluate.verdict import shorten
+from harness.platforms.base import Platform
+from harness.tasks import Task
+
+
+@dataclass
+class _Reference:
+    outputs_path: Path  # expected outputs, in a folder no worker can enter once written
+    bounds_path: Path  # each expected output's per-element bound (tolerance.py), beside it
+    report: WorkerReport  # the reference worker's: baselines by name, ceilings, bases of the bounds
+
+    def fields(self) -> dict:
+        """The baselines' part of every EvalResult of the task, whatever its verdict."""
+        r = self.report
+        return {
+            "baselines": dict(r.baselines),
+            "baselines_skipped": dict(r.baselines_skipped),
+            "baselines_setup_s": dict(r.baselines_setup_s),
+            "baselines_host_ms": dict(r.baselines_host_ms),
+            "tolerance": r.tolerance[0] if r.tolerance else {},
+        }
+
+
+def _discard(path: Path) -> None:
+    """Delete a worker's outputs file; a candidate may have made it a folder, which is left be."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+class Evaluator:
+    """Evaluates candidates for one platform; the reference runs once per task for its lifetime."""
+
+    def __init__(self, platform: Platform, settings: EvalSettings, work_dir: Path, cache_dir: Path):
+        reason = platform.unavailable_reason()
+        if reason:
+            raise ForgeBenchError(reason)
+        self.platform, self.settings = platform, settings
+        self.work_dir, self.cache_dir = Path(work_dir).resolve(), Path(cache_dir).resolve()
+        self._stdlib_copy: Path | None = None
+        if platform.drop_privileges:
+            check_code_reachable()
+            self.work_dir, self.cache_dir = worker_folder(self.work_dir), worker_folder(self.cache_dir)
+            if stdlib_copy.needed():  # Python in a folder nobody may enter (a pyenv under /root)
+                make_worker_folder(self.cache_dir)
+                self._stdlib_copy = stdlib_copy.ensure(self.cache_dir)
+        self._references: dict[str, _Reference] = {}
+        self._ceilings_path = self.cache_dir / f"ceilings-{platform.device}.json"
+        for name in platform.baselines:
+            baselines.load(name)  # a name with no file fails here, not in every reference worker
+        # A worker of this process's uid (a harness run by a normal user) must not read its start-up
+        # environment (API keys) through /proc/<pid>/environ, nor ptrace it; the zygote and judge do the same.
+        confine.make_undumpable()
+        self._confine = platform.confine and _landlock_available()
+        self._workers = ZygotePool(platform.preload)
+        self._ncu_refused = ""  # ncu's error once it has refused to profile on this machine
+        self._device = devices.load(platform.device)
+        from harness.evaluate.judge import Judge  # run as `-m harness.evaluate.judge` too: imported late
+
+        self._judge_process = Judge(platform.device, base_env())
+
+    def close(self) -> None:
+        """Stop the worker zygotes and the judge (also done at exit, when the process ends)."""
+        self._workers.close()
+        self._judge_process.close()
+
+    def _reference_copy(self, task: Task) -> Path:
+        """The task's reference where every worker may read it, whatever folder the task lies in."""
+        # Keyed by content too: a run resumed after its task was edited must not time the old reference.
+        copy = self.work_dir / "tasks" / f"{task.id}-{task.content_hash}" / "reference.py"
+        if not copy.is_file():
+            make_worker_folder(copy.parent)
+            shutil.copyfile(task.reference_path, copy)
+        return copy
+
+    def _request(self, task: Task, mode: str, folder: Path, **extra) -> Path:
+        make_worker_folder(folder)
+        s = self.settings
+        budget = {"budget_ms": s.budget_ms, "warmup_ms": s.warmup_ms}
+        request = {
+            "mode": mode,
+            "reference_path": str(self._reference_copy(task)),
+            "device": self.platform.device,
+            "init_seed": s.init_seed,
+            "check_seeds": s.check_seeds,
+            "timing_seeds": s.timing_seeds,
+            "unseen_calls": s.unseen_calls,
+            "timing": {**budget, "gpu_lead": s.gpu_lead},
+            "baseline_timing": {**budget, "gpu_lead": s.baseline_gpu_lead},
+            "baselines": self.platform.baselines,
+            "tolerance": task.tolerance,
+            "tolerance_basis": s.tolerance,
+            "torch_ops": s.torch_ops or "forbid",
+            "outputs_path": str(folder / "outputs.bin"),
+            "bounds_path": str(folder / "bounds.bin"),
+            "result_path": str(folder / "result.json"),
+            **extra,
+        }
+        path = folder / "request.json"
+        path.write_text(json.dumps(request, indent=1))
+        return path
+
+    def _run(
+        self,
+        request: Path,
+        folder: Path,
+        timeout_s: float,
+        task: Task,
+        trusted: bool = False,
+        pool: ZygotePool | None = None,
+    ) -> WorkerReport:
+        """Run one worker and read its report, or make one of how it ended (verdict.of_exit). A
+        trusted worker (the reference and its baselines) keeps our user and has compiler caches of
+        its own: Inductor and Triton caches hold code that gets executed, so a cache a candidate
+        could write to would let it run code in the reference's worker."""
+        s = self.settings
+        memory_gb = s.memory_gb if self.platform.limit_address_space else None
+        cache_root = self.cache_dir / "reference" if trusted else self.cache_dir
+        shared_dirs = list(self.platform.cache_dirs(cache_root).values())
+        env = prepare_workdir(folder, self.platform.worker_env(cache_root), shared_dirs, unprivileged=not trusted)
+        reads = [self._reference_copy(task).parent]
+        if self._stdlib_copy and not trusted:
+            env[stdlib_copy.ENV] = str(self._stdlib_copy)
+            reads.append(self._stdlib_copy)
+        confinement = Confinement.for_worker(folder, reads, shared_dirs) if self._confine else None
+        drop = self.platform.drop_privileges and not trusted
+        exit_ = (pool or self._workers).run(request, folder, timeout_s, memory_gb, env, drop, confinement)
+        # What a worker wrote (outputs that pass the checks) is closed to every later worker.
+        close_to_workers(folder)
+        result_path = folder / "result.json"
+        if exit_.returncode != 0 or not result_path.is_file():
+            ended = verdict.of_exit(exit_.returncode, timeout_s, exit_.log)
+            return WorkerReport(ended.verdict, ended.reason)
+        try:
+            return WorkerReport.from_json(result_path.read_text(errors="replace"))
+        except (OSError, ValueError) as exc:  # the candidate shares the worker's process: a forged report
+            unusable = verdict.of_unusable_report(str(exc))
+            return WorkerReport(unusable.verdict, unusable.reason)
+
+    def ceilings(self) -> dict[str, float] | None:
+        return json.loads(self._ceilings_path.read_text()) if self._ceilings_path.is_file() else None
+
+    def reference(self, task: Task) -> _Reference:
+        """The reference's outputs and slow baselines, computed in a worker of its own; TaskTooLarge
+        first when the task's inputs cannot fit this machine's memory."""
+        if task.id not in self._references:
+            check_fits(task, self._device.asynchronous)
+            folder = self.work_dir / "reference" / task.id
+            request = self._request(task, "reference", folder, measure_ceilings=self.ceilings() is None)
+            report = self._run(request, folder, self.settings.reference_timeout_s, task, trusted=True)
+            if report.verdict != "correct":
+                raise ForgeBenchError(
+                    f"task '{task.id}': its reference worker failed ({report.reason}); if the reason lies in the "
+                    f"reference, fix {task.reference_path}."
+                )
+            if report.ceilings is not None:
+                self._ceilings_path.parent.mkdir(parents=True, exist_ok=True)
+                self._ceilings_path.write_text(json.dumps({**report.ceilings, "env": report.env}))
+            self._references[task.id] = _Reference(folder / "outputs.bin", folder / "bounds.bin", report)
+        return self._references[task.id]
+
+    def release(self, task: Task) -> None:
+        """Forget the task's reference and delete its expected outputs, once no candidate of it is
+        left to judge: a suite of many GPU tasks would otherwise keep gigabytes on disk."""
+        reference = self._references.pop(task.id, None)
+        if reference is not None:
+            _discard(reference.outputs_path)
+            _discard(reference.bounds_path)
+
+    def evaluate(self, task: Task, candidate_source: str, profile: bool = False) -> EvalResult:
+        reference = self.reference(task)
+        digest = hashlib.sha256(candidate_source.encode()).hexdigest()[:16]
+        folder = self.work_dir / "candidates" / task.id / f"{digest}-{time.time_ns()}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "candidate.py").write_text(candidate_source)
+        started = time.perf_counter()
+        request = self._request(
+            task,
+            "candidate",
+            folder,
+            candidate_path=str(folder / "candidate.py"),
+            profile=profile,
+            profiler_failure=reference.report.profiler_failure,
+        )
+        try:
+            report = self._run(request, folder, self.settings.timeout_s, task)
+            worker_s = time.perf_counter() - started
+            result = self._judge(task, report, reference, folder)
+        finally:
+            # Judged: its outputs (up to several hundred MB on a GPU task) are not kept; the source is.
+            _discard(folder / "outputs.bin")
+        result.phases["worker_s"] = worker_s
+        if profile and result.correct and self._device.supports_ncu and self.settings.ncu:
+            start = time.perf_counter()
+            result.profile["ncu"] = self._ncu_profile(task, candidate_source, folder.with_name(folder.name + "-ncu"))
+            result.phases["ncu_s"] = time.perf_counter() - start
+        if report.wall_s is not None:
+            # Forking the worker, its set-up, and reading its report: what the worker's clock misses.
+            result.phases["worker_start_s"] = max(0.0, worker_s - report.wall_s)
+        result.phases["wall_s"] = time.perf_counter() - started
+        return result
+
+    def build(self, task: Task, candidate_source: str) -> EvalResult | None:
+        """Build the candidate's kernels in a sandboxed worker, filling the build caches, without
+        checking or timing it: None when it built, else the result of its failure."""
+        digest = hashlib.sha256(candidate_source.encode()).hexdigest()[:16]
+        folder = self.work_dir / "builds" / task.id / f"{digest}-{time.time_ns()}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "candidate.py").write_text(candidate_source)
+        request = self._request(task, "build", folder, candidate_path=str(folder / "candidate.py"))
+        report = self._run(request, folder, self.settings.timeout_s, task)
+        if report.verdict == "correct":
+            return None
+        return EvalResult(task.id, self.platform.name, report.verdict, reason=report.reason, env=dict(report.env))
+
+    def _ncu_profile(self, task: Task, candidate_source: str, folder: Path) -> dict:
+        """The candidate's kernels under Nsight Compute, run by a worker as confined as any other
+        (ncu.py): {"kernels": [...]}, or {"error": why there are none}. Advisory: it never changes a
+        verdict, and no failure of it escapes.
+
+        ncu and its zygote run as our user, as every zygote does: only the forked worker drops to
+        nobody. (Starting ncu as nobody fails wherever the interpreter lives in a private folder,
+        such as a pyenv under /root, and where ncu's lock file in /tmp is root's.) So ncu's
+        frontend, as our user, reads what its injection library sends from the candidate's process."""
+        found = ncu.find()
+        if found is None:
+            return {"error": "no ncu on this machine (set FORGEBENCH_NCU to its path)"}
+        if self._ncu_refused:
+            return {"error": f"{self._ncu_refused} (ncu refused an earlier candidate; not tried again)"}
+        own = folder.parent / (folder.name + "-tool")  # ncu's report and files, apart from the worker's
+        try:
+            return self._run_under_ncu(task, candidate_source, folder, own, found)
+        except Exception as exc:  # a torn record, a broken pipe: the profile says so, the run goes on
+            return {"error": shorten(f"{type(exc).__name__}: {exc}", 300)}
+        finally:
+            shutil.rmtree(own, ignore_errors=True)  # the kernels are kept; no later worker reads the rest
+
+    def _run_under_ncu(self, task: Task, candidate_source: str, folder: Path, own: Path, found: str) -> dict:
+        tool_env = prepare_workdir(own, {}, [], unprivileged=False)  # HOME and TMPDIR in own, private
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "candidate.py").write_text(candidate_source)
+        log = own / "ncu.csv"
+        pool = ZygotePool(self.platform.preload, ncu.wrapper(found, log), tool_env)
+        request = self._request(task, "ncu", folder, candidate_path=str(folder / "candidate.py"))
+        try:
+            ran = self._run(request, folder, min(self.settings.timeout_s, 120.0), task, pool=pool)
+        finally:
+            pool.close(grace_s=60.0)  # ncu writes its report when the zygote exits
+        report = log.read_text(errors="replace") if log.is_file() else ""
+        kernels = ncu.parse(report)
+        if kernels:
+            return {"kernels": kernels, "metrics": dict(ncu.METRICS)}
+        reason = ran.reason.splitlines()[0][:300] if ran.verdict != "profiled" and ran.reason else ncu.failure(report)
+        if ncu.refuses(report):  # no counters on this machine: it would fail the same way every time
+            self._ncu_refused = reason = ncu.failure(report)
+        return {"error": reason}
+
+    def _judge(self, task: Task, report: WorkerReport, reference: _Reference, folder: Path) -> EvalResult:
+        result = EvalResult(
+            task.id,
+            self.platform.name,
+            report.verdict if report.verdict in verdict.VERDICTS else "crash",
+            reason=report.reason,
+            **reference.fields(),  # only the reference worker's: a candidate can forge its report
+            phases=dict(report.phases),
+            env=dict(report.env),
+            cached_build=report.cached_build,
+            profile=dict(report.profile),  # the ncu entry goes in it
+            torch_ops=list(report.torch_ops),
+            torch_ops_rule=self.settings.torch_ops or "forbid",
+        )
+        if not result.correct:
+            return result
+        if report.timing is None:
+            return self._set(result, verdict.of_unusable_report("a correct verdict without a timing"))
+        started = time.perf_counter()
+        # The candidate's outputs: the check seeds', then the call after timing (on the first
+        # check seed's contents).
+        seeds = self.settings.check_seeds
+        pairs = [(i, i, f"input seed {seed}") for i, seed in enumerate(seeds)]
+        pairs += [(0, len(seeds), f"the call after timing, input seed {seeds[0]}")]
+        judged = self._judge_process.compare(
+            reference.outputs_path, reference.bounds_path, folder / "outputs.bin", pairs, task.tolerance
+        )
+        result.phases["compare_s"] = time.perf_counter() - started
+        wrong = verdict.of_judgement(judged, report.unseen_mismatch)
+        if wrong:
+            return self._set(result, wrong)
+        timed = report.timing
+        if not timed.median_ms > 0:
+            return self._set(result, verdict.of_unusable_report(f"time {timed.median_ms!r} is not a positive time"))
+        result.time_ms, result.host_ms, result.gpu_busy_ms = timed.median_ms, timed.host_ms, report.gpu_busy_ms
+        # The timed calls' 20th and 80th percentiles: what a comparison counts as a tie.
+        result.time_p20_ms, result.time_p80_ms = timed.p20_ms, timed.p80_ms
+        result.time_quantiles_ms = list(timed.quantiles_ms[:101])
+        result.checks_skipped = {k: shorten(v, 300) for k, v in report.checks_skipped.items()}
+        result.speedups = {name: ms / result.time_ms for name, ms in result.baselines.items()}
+        result.speedup_vs_eager = result.speedups.get("eager")
+        result.speedup_vs_compile = result.speedups.get("compile")
+        ceilings = self.ceilings()
+        floor = floor_ms(task.bytes_moved, task.flops, ceilings) if ceilings else None
+        if floor:
+            result.sol_fraction = floor / result.time_ms
+        return self._set(result, verdict.of_floor(result.time_ms, floor, self.platform.max_sol_fraction))
+
+    @staticmethod
+    def _set(result: EvalResult, decided: verdict.Verdict | None) -> EvalResult:
+        if decided is not None:
+            result.verdict, result.reason = decided.verdict, decided.reason
+        return result
+
+
+def _landlock_available() -> bool:
+    if confine.landlock_abi():
+        return True
+    as_who = "the user nobody" if os.getuid() == 0 else "your own user"
+    logging.getLogger(__name__).warning(
+        "this kernel has no Landlock (Linux 5.13+, landlock in its lsm= list): workers run as %s "
+        "and can read every file that user can, and the /proc files of that user's other processes "
+        "(a shell's start-up environment may hold API keys); run on a kernel with Landlock.",
+        as_who,
+    )
+    return False

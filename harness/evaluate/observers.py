@@ -1,0 +1,83 @@
+"""A run-time watch on the questions a candidate asks about being observed: whether a dispatch or
+torch-function mode is on the stack, whether the profiler runs, whether it is traced or compiled,
+which trace hooks the interpreter has.
+
+Every call of a candidate is watched alike (candidate_run.Watched), so an honest kernel has no
+reason to ask; the source audit (audit.py) names the literal spellings, and this catches the ones
+built at run time (getattr(torch._C, "_len_" + ...)). Each query is replaced, in the worker and
+before the candidate loads, by a wrapper that notes a call made from code outside the trusted
+installation (torch's own Python asks these all the time, and is not noted).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import sys
+from pathlib import Path
+
+QUERIES = (
+    "torch._C._len_torch_dispatch_stack",
+    "torch._C._get_dispatch_stack_at",
+    "torch._C._get_dispatch_mode",
+    "torch._C._is_torch_function_mode_enabled",
+    "torch._C._len_torch_function_stack",
+    "torch._C._get_function_stack_at",
+    "torch._C._dispatch_tls_is_dispatch_key_included",
+    "torch._C._dispatch_tls_local_include_set",
+    "torch._C._dispatch_tls_local_exclude_set",
+    "torch._C._autograd._profiler_enabled",
+    "torch._C._get_tracing_state",
+    "torch.utils._python_dispatch._get_current_dispatch_mode",
+    "torch.utils._python_dispatch._get_current_dispatch_mode_stack",
+    "torch.utils._python_dispatch.is_in_torch_dispatch_mode",
+    "torch.compiler.is_compiling",
+    "torch.compiler.is_dynamo_compiling",
+    "torch.jit.is_tracing",
+    "sys.gettrace",
+    "sys.getprofile",
+)
+
+ASKED: dict[str, None] = {}  # the queries a candidate made, in first-asked order
+
+
+def _trusted_roots() -> tuple[str, ...]:
+    import harness
+
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(harness.__file__).resolve().parent)}
+    return tuple(str(Path(r).resolve()) + "/" for r in roots) + tuple(roots)
+
+
+def _wrap(name: str, query, trusted: tuple[str, ...]):
+    @functools.wraps(query)
+    def watched_query(*args, **kwargs):
+        caller = sys._getframe(1).f_code.co_filename
+        if not caller.startswith(trusted):
+            ASKED.setdefault(name)
+        return query(*args, **kwargs)
+
+    return watched_query
+
+
+def install() -> None:
+    """Replace each query that exists in this torch by its noting wrapper (once per process)."""
+    trusted = _trusted_roots()
+    for path in QUERIES:
+        module_name, attr = path.rsplit(".", 1)
+        try:
+            owner = sys if module_name == "sys" else importlib.import_module(module_name)
+        except ImportError:
+            continue
+        query = getattr(owner, attr, None)
+        if callable(query) and not getattr(query, "__wrapped__", None):
+            setattr(owner, attr, _wrap(path, query, trusted))
+
+
+def asked() -> str | None:
+    """Why the candidate is rejected for asking, or None."""
+    if not ASKED:
+        return None
+    return (
+        f"the candidate asked whether it is observed ({', '.join(ASKED)}); every call of it is observed "
+        "alike, and a kernel that changes what it does when watched is not allowed"
+    )

@@ -68,7 +68,7 @@ def claims(solutions: Path) -> dict[str, float]:
     results = solutions / "eval_results.json"
     if results.is_file():
         data = json.loads(results.read_text())
-        for key, entry in (data.items() if isinstance(data, dict) else []):
+        for key, entry in data.items() if isinstance(data, dict) else []:
             entries = entry if isinstance(entry, list) else [entry]
             for item in entries:
                 if isinstance(item, dict) and item.get("runtime") and item.get("ref_runtime"):

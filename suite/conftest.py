@@ -147,9 +147,8 @@ def suite_run(pytestconfig: pytest.Config):
 def outcome(task, suite_run, request):
     """The agent's search on this task, recorded in MLflow; a fault here is a pytest error. A task
     that does not load is an error of its own, with its sentence, and the others run."""
-    from harness.tasks import BrokenTask
-
     from harness.evaluate.footprint import TaskTooLarge
+    from harness.tasks import BrokenTask
 
     if isinstance(task, BrokenTask):
         pytest.fail(task.reason, pytrace=False)

@@ -22,6 +22,12 @@ perf_counter = time.perf_counter
 process_time = time.process_time
 sleep = time.sleep
 
+# The profiler's C API, bound before any candidate loads. Started this way it records the ATen ops of
+# every thread (and, given CUDA activity, each kernel on every stream) without setting
+# torch.autograd.profiler's Python flag, which a candidate could read to tell profiled calls apart.
+from torch._C._autograd import _disable_profiler, _enable_profiler, _prepare_profiler  # noqa: E402
+from torch._C._profiler import ProfilerActivity, ProfilerConfig, ProfilerState, _ExperimentalConfig  # noqa: E402
+
 # A CPU candidate's threads that burn this much CPU in the 100 ms after forward returned are doing
 # work forward did not wait for (or spinning in a pool whose wait policy the worker did not set).
 _ESCAPED_CPU_MS = 20
@@ -29,6 +35,41 @@ _ESCAPED_CPU_MS = 20
 
 class ProfilerFailure(RuntimeError):
     """The profiler itself failed or saw nothing, as opposed to the function it watched."""
+
+
+def _profiler_step(step: Callable[[], Any]) -> Any:
+    try:
+        return step()
+    except Exception as exc:
+        raise ProfilerFailure(f"{type(exc).__name__}: {exc}") from exc
+
+
+def profiled(fn: Callable[[], Any], activities: set, after: Callable[[], None] = lambda: None):
+    """fn() under the profiler (its C API, every thread): fn's result and the events recorded, as
+    (device type, start ns, end ns, name, is a user annotation). `after` runs inside, once fn is
+    done (a GPU's synchronisation and sentinel fill). fn's exceptions pass through; the profiler's
+    own failures raise ProfilerFailure."""
+    config = _profiler_step(
+        lambda: ProfilerConfig(
+            ProfilerState.KINETO, False, False, False, False, False, _ExperimentalConfig(profile_all_threads=True), ""
+        )
+    )
+    _profiler_step(lambda: _prepare_profiler(config, activities))
+    _profiler_step(lambda: _enable_profiler(config, activities))
+    try:
+        out = fn()
+        after()
+    except BaseException:
+        try:  # fn's error is the one to report, not the profiler's on the way out
+            _disable_profiler()
+        except Exception:
+            pass
+        raise
+    result = _profiler_step(_disable_profiler)
+    events = _profiler_step(
+        lambda: [(e.device_type(), e.start_ns(), e.end_ns(), e.name(), e.is_user_annotation()) for e in result.events()]
+    )
+    return out, events
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -53,8 +94,13 @@ class Device:
     asynchronous = False  # whether a call returns before its work is done (timing counts device time)
     supports_ncu = False  # whether Nsight Compute can profile its kernels
     ceilings = Ceilings(copy_bytes=2**28, matmul_n=1024, matmul_dtype=torch.float32)
-    # Names of callables a candidate might replace to fool the timer (timing.replaced_clocks).
-    watched: tuple[str, ...] = ()
+    # Names of callables a candidate might replace to fool the timer or blind the profiler
+    # (timing.replaced_clocks; the harness calls its own copies, bound at import).
+    watched: tuple[str, ...] = (
+        "torch._C._autograd._prepare_profiler",
+        "torch._C._autograd._enable_profiler",
+        "torch._C._autograd._disable_profiler",
+    )
 
     def torch_device(self) -> torch.device:
         return torch.device(self.torch_type)
@@ -103,12 +149,17 @@ class Device:
     def busy_ms(self, fn: Callable[..., Any], inputs: Sequence[Any]) -> tuple[Any, float | None, list[str]]:
         """fn(*inputs) once, how long the device worked on it on every queue where a profiler can
         tell (a GPU's side streams; None on a device whose calls are done when they return), and
-        the names of the kernels it ran (none where they have no names: a CPU's are functions)."""
-        return fn(*inputs), None, []
+        what it ran by name: on a CPU the ATen ops of every thread (the op recorder sees only the
+        calling thread's), on a GPU its kernels."""
+        out, events = profiled(lambda: fn(*inputs), {ProfilerActivity.CPU})
+        return out, None, list(dict.fromkeys(name for _, _, _, name, _ in events if name.startswith("aten::")))
 
     def library_kernels(self, kernels: Sequence[str]) -> list[str]:
-        """Which of busy_ms's kernels are PyTorch's or a vendor library's computation."""
-        return []
+        """Which of busy_ms's names are PyTorch's computation (on a CPU: ATen compute ops)."""
+        from harness.evaluate.checks import is_allowed
+
+        ops = [name.removeprefix("aten::") for name in kernels]
+        return [f"aten.{op}" for op in ops if not is_allowed(op)]
 
     def own_code(self, kernels: Sequence[str]) -> bool:
         """Whether the candidate ran code of its own: on a CPU, a library it built is mapped (the

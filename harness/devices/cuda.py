@@ -16,7 +16,7 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity
 
-from harness.devices.base import Ceilings, Device, ProfilerFailure, perf_counter
+from harness.devices.base import Ceilings, Device, ProfilerFailure, perf_counter, profiled
 
 _synchronize = torch.cuda.synchronize
 # The event's own functions, not looked up on the class at each call: a candidate that patches
@@ -28,9 +28,6 @@ _event_elapsed = torch.cuda.Event.elapsed_time
 _current_stream = torch.cuda.current_stream
 _sleep = torch.cuda._sleep  # a device-side spin of so many cycles: the GPU's lead (timing.measure's gpu_lead)
 _tensor_zero = torch.Tensor.zero_
-# The profiler's, for busy_ms: a candidate that patches them would blind the hidden-work check.
-_Profile = torch.profiler.profile
-_profile_enter, _profile_exit, _profile_events = _Profile.__enter__, _Profile.__exit__, _Profile.events
 
 # Several times the L2 (H200: 60 MB), so one pass evicts the previous call's data; never below this.
 _FLUSH_L2_MULTIPLE, _MIN_FLUSH_BYTES = 4, 64 * 1024 * 1024
@@ -72,13 +69,6 @@ def _is_data_movement(kernel: str) -> bool:
     return any(mark in kernel for mark in _DATA_MOVEMENT_MARKS)
 
 
-def _profiler_step(step: Callable[[], Any]) -> Any:
-    try:
-        return step()
-    except Exception as exc:
-        raise ProfilerFailure(f"{type(exc).__name__}: {exc}") from exc
-
-
 def union_length(spans: Sequence[tuple[float, float]]) -> float:
     """Total length covered by the intervals: work on several streams at once counts once."""
     total, end = 0.0, float("-inf")
@@ -95,7 +85,7 @@ class CudaDevice(Device):
     asynchronous = True
     supports_ncu = True
     ceilings = Ceilings(copy_bytes=2**30, matmul_n=8192, matmul_dtype=torch.bfloat16)
-    watched = (
+    watched = Device.watched + (
         "torch.cuda.Event",
         "torch.cuda.Event.record",
         "torch.cuda.Event.elapsed_time",
@@ -190,32 +180,22 @@ class CudaDevice(Device):
         errors; fn's exceptions pass through. Also the names of the kernels it ran, which
         library_kernels and own_code read."""
         sentinel = torch.empty(256, device="cuda")
-        _synchronize()
-        session = _profiler_step(lambda: _Profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]))
-        _profiler_step(lambda: _profile_enter(session))
-        try:
-            out = fn(*inputs)
+
+        def after() -> None:
             _synchronize()
             _tensor_zero(sentinel)
             _synchronize()
-        except BaseException:
-            try:  # fn's error is the one to report, not the profiler's on the way out
-                _profile_exit(session, None, None, None)
-            except Exception:
-                pass
-            raise
-        _profiler_step(lambda: _profile_exit(session, None, None, None))
-        events = _profiler_step(lambda: list(_profile_events(session)))
+
+        _synchronize()
+        out, events = profiled(lambda: fn(*inputs), {ProfilerActivity.CPU, ProfilerActivity.CUDA}, after)
         # User annotations (record_function ranges) also show as device spans, stretched over host gaps.
         work = sorted(
-            (e.time_range.start, e.time_range.end, e.name)
-            for e in events
-            if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", False)
+            (start, end, name) for kind, start, end, name, note in events if kind == DeviceType.CUDA and not note
         )
         if not work:
             raise ProfilerFailure("it recorded no device work, not even the fill that follows the call")
         spans = [(start, end) for start, end, _ in work[:-1]]
-        return out, union_length(spans) / 1e3, list(dict.fromkeys(name for *_, name in work[:-1]))
+        return out, union_length(spans) / 1e6, list(dict.fromkeys(name for *_, name in work[:-1]))
 
     def profiler_failure(self) -> str | None:
         try:

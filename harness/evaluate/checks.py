@@ -118,6 +118,15 @@ def _worst(g: torch.Tensor, w: torch.Tensor, allowed: torch.Tensor) -> tuple[int
     return worst, index, int(outside.sum())
 
 
+def _allowed(bound: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
+    """Each element's bound from the reference's (tolerance.Expected.bounds): a tensor of the
+    output's shape, or the fp64 pair (atol, rtol) of an affine bound in |want|."""
+    if bound.dtype == torch.float64 and bound.shape == (2,) and want.shape != (2,):
+        atol, rtol = (float(v) for v in bound)
+        return want.abs().mul_(rtol).add_(atol)
+    return bound.to(device=want.device, dtype=want.dtype)
+
+
 def compare(
     expected: object, actual: object, tolerance: dict | None = None, bounds: list[torch.Tensor] | None = None
 ) -> Mismatch | None:
@@ -139,7 +148,7 @@ def compare(
         wide = torch.float64 if w.dtype == torch.float64 else torch.float32
         g, w = g.detach().to(wide), w.detach().to(wide)
         atol, rtol = tolerance_for(want[i].dtype, tolerance)
-        bound = bounds[i].to(device=w.device, dtype=wide) if bounds is not None else None
+        bound = _allowed(bounds[i], w) if bounds is not None else None
         if bound is not None and bound.shape != w.shape:
             return Mismatch(f"{label}: the reference's bounds have shape {tuple(bound.shape)}")
         allowed = bound if bound is not None else w.abs().mul_(rtol).add_(atol)

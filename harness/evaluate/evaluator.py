@@ -4,6 +4,7 @@ worker, their outputs compared by the judge, the verdict decided in verdict.py."
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -289,6 +290,12 @@ class Evaluator:
         return {"error": reason}
 
     def _judge(self, task: Task, report: WorkerReport, reference: _Reference, folder: Path) -> EvalResult:
+        if report.harness_fault and importlib.util.find_spec(report.harness_fault.split(".")[0]):
+            # The module exists for the harness, so the worker's failure to import it is ours: the
+            # task errors with the reason rather than the candidate taking a verdict for it.
+            raise ForgeBenchError(
+                f"task '{task.id}': {report.reason}; this is the harness's fault, not the candidate's."
+            )
         result = EvalResult(
             task.id,
             self.platform.name,

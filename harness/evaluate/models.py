@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from harness.evaluate.audit import audit
-from harness.evaluate.verdict import Verdict, shorten
+from harness.evaluate.verdict import HarnessFault, Verdict, shorten
 
 
 def _to_device(value: Any, device: torch.device) -> Any:
@@ -70,6 +70,14 @@ def load_candidate(path: Path):
         spec.loader.exec_module(module)
     except SyntaxError as exc:
         raise Verdict("compile_error", f"SyntaxError: {exc}") from exc
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] in sys.stdlib_module_names:
+            raise HarnessFault(
+                exc.name,
+                f"the worker cannot import the standard library's {exc.name} (is Python installed where the "
+                "worker's user may read it? sandbox's stdlib copy should make it so)",
+            ) from exc
+        raise Verdict("compile_error", shorten(f"{type(exc).__name__}: {exc}")) from exc
     except Exception as exc:  # compiler output arrives here from compile_cpp and load_inline
         raise Verdict("compile_error", shorten(f"{type(exc).__name__}: {exc}")) from exc
     if not hasattr(module, "ModelNew"):

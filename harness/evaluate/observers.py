@@ -60,8 +60,11 @@ def _wrap(name: str, query, trusted: tuple[str, ...]):
 
 
 def install() -> None:
-    """Replace each query that exists in this torch by its noting wrapper (once per process)."""
+    """Replace each query that exists in this torch by its noting wrapper, under every name a module
+    holds it by (torch.autograd._profiler_enabled is torch._C._autograd._profiler_enabled): once
+    per process, before the candidate loads."""
     trusted = _trusted_roots()
+    originals: dict[int, tuple[str, object]] = {}
     for path in QUERIES:
         module_name, attr = path.rsplit(".", 1)
         try:
@@ -69,8 +72,16 @@ def install() -> None:
         except ImportError:
             continue
         query = getattr(owner, attr, None)
-        if callable(query) and not getattr(query, "__wrapped__", None):
-            setattr(owner, attr, _wrap(path, query, trusted))
+        if callable(query) and not hasattr(query, "__wrapped__"):
+            originals[id(query)] = (path, query)
+    wrappers = {key: _wrap(path, query, trusted) for key, (path, query) in originals.items()}
+    for module in [sys, *list(sys.modules.values())]:
+        names = getattr(module, "__dict__", None)
+        if not isinstance(names, dict) or not (getattr(module, "__name__", "") or "").startswith(("torch", "sys")):
+            continue
+        for name, value in list(names.items()):
+            if id(value) in wrappers and value is originals[id(value)][1]:
+                setattr(module, name, wrappers[id(value)])
 
 
 def asked() -> str | None:

@@ -35,6 +35,7 @@ class WorkerReport:
     baselines_setup_s: dict[str, float] = field(default_factory=dict)
     tolerance: list[dict[str, Any]] = field(default_factory=list)  # each check seed's bound (tolerance.py)
     ceilings: dict[str, Any] | None = None
+    harness_fault: str | None = None  # a standard-library module the worker could not import
     profiler_failure: str | None = None
 
     def __post_init__(self) -> None:

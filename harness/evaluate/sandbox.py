@@ -75,7 +75,12 @@ class WorkerExit:
 # a matmul by default): CPU still burning after forward returns is then the candidate's own work.
 # In every process's start-up environment, since the libraries read them when they load (the
 # zygote imports numpy's OpenBLAS before it forks a worker).
-QUIET_POOLS = {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0", "KMP_BLOCKTIME": "0", "OPENBLAS_THREAD_TIMEOUT": "4"}
+QUIET_POOLS = {
+    "OMP_WAIT_POLICY": "PASSIVE",
+    "GOMP_SPINCOUNT": "0",
+    "KMP_BLOCKTIME": "0",
+    "OPENBLAS_THREAD_TIMEOUT": "4",
+}
 
 
 def base_env() -> dict[str, str]:

@@ -63,7 +63,16 @@ def use(root: str) -> None:
 
     stdlib = sysconfig.get_path("stdlib")
     copied = os.path.join(root, "lib", os.path.basename(stdlib))
-    sys.path[:] = [copied + entry[len(stdlib) :] if entry.startswith(stdlib) else entry for entry in sys.path]
+
+    def moved(entries: list[str]) -> list[str]:
+        return [copied + entry[len(stdlib) :] if entry.startswith(stdlib) else entry for entry in entries]
+
+    sys.path[:] = moved(sys.path)
+    # A package already imported finds its submodules by its own __path__ (importlib.readers).
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__path__", None)
+        if isinstance(path, list) and any(entry.startswith(stdlib) for entry in path):
+            path[:] = moved(path)
     # Python.h for torch's cpp_extension: sysconfig builds the include path from installed_base.
     config = sysconfig.get_config_vars()
     config["installed_base"] = config["installed_platbase"] = root

@@ -27,6 +27,15 @@ class Verdict(Exception):
         self.verdict, self.reason = verdict, reason
 
 
+class HarnessFault(Exception):
+    """The worker could not do its part for a reason of the harness's (a module of the standard
+    library it cannot read), not the candidate's: the task errors with it, no verdict is given."""
+
+    def __init__(self, module: str, reason: str):
+        super().__init__(reason)
+        self.module, self.reason = module, reason
+
+
 def of_exit(returncode: int | None, timeout_s: float, log: str) -> Verdict:
     """A worker that wrote no report: out of time, or killed or exited (its log's tail says how)."""
     if returncode is None:

@@ -20,7 +20,7 @@ from harness.evaluate import timing
 from harness.evaluate.candidate_run import run_build, run_candidate, run_under_ncu
 from harness.evaluate.reference_run import run_reference
 from harness.evaluate.report import WorkerReport
-from harness.evaluate.verdict import Verdict
+from harness.evaluate.verdict import HarnessFault, Verdict
 from harness.reference import load_reference_module
 
 _RUNNERS = {"reference": run_reference, "ncu": run_under_ncu, "candidate": run_candidate, "build": run_build}
@@ -43,6 +43,8 @@ def main(request_path: str) -> int:
         report = runner(request, device, reference)
     except Verdict as v:
         report = WorkerReport(v.verdict, v.reason)
+    except HarnessFault as fault:
+        report = WorkerReport("crash", fault.reason, harness_fault=fault.module)
     report.env = device.environment()
     report.wall_s = timing._perf_counter() - started
     result_path.write_text(report.to_json())

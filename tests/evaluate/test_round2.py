@@ -8,13 +8,15 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from harness import serial
-from harness.evaluate import tolerance
+from harness.errors import ForgeBenchError
+from harness.evaluate import stdlib_copy, tolerance
 from harness.evaluate.checks import compare
 from harness.evaluate.report import WorkerReport
 from harness.tasks import resolve_one
@@ -249,3 +251,21 @@ def test_the_worker_imports_none_of_the_orchestration():
     )
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]", loaded
+
+
+CANDIDATES = Path(__file__).resolve().parents[1] / "candidates"
+
+
+def test_a_load_inline_candidate_is_correct_whoever_runs_the_harness(make_evaluator):
+    # As root with Python in a folder nobody may enter (a pyenv in /root), the workers read the
+    # standard library and Python.h from the harness's copy of them.
+    result = make_evaluator().evaluate(resolve_one("rmsnorm_qwen"), (CANDIDATES / "rmsnorm_load_inline.py").read_text())
+    assert result.verdict == "correct", result.reason
+
+
+@pytest.mark.skipif(not stdlib_copy.needed(), reason="Python here is readable by the workers' user")
+def test_a_worker_that_cannot_read_the_standard_library_is_the_harness_fault(make_evaluator, monkeypatch):
+    monkeypatch.setattr(stdlib_copy, "needed", lambda: False)  # as the harness was before the copy
+    evaluator = make_evaluator()
+    with pytest.raises(ForgeBenchError, match="the harness's fault, not the candidate's"):
+        evaluator.evaluate(resolve_one("rmsnorm_qwen"), (CANDIDATES / "rmsnorm_load_inline.py").read_text())

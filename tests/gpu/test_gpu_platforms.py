@@ -36,6 +36,9 @@ APPENDED_TO = {
     "patches_timers_triton": "softmax_triton",
     "forges_result_triton": "softmax_triton",
     "exits_in_forward_triton": "softmax_triton",
+    "torch_on_a_thread_triton": "softmax_triton",
+    "returns_lazy_subclass_triton": "softmax_triton",
+    "uses_torch_when_unobserved_triton": "softmax_triton",
 }
 # (platform, planted candidate, the verdicts it may get, a fragment its reason must hold)
 CHEATS = [
@@ -45,7 +48,9 @@ CHEATS = [
     ("triton", "caches_by_address_triton", {"incorrect"}, "differs"),
     ("triton", "side_stream_triton", {"rejected", "incorrect"}, ""),
     ("triton", "joins_side_stream_triton", {"rejected"}, "ran outside the timer"),
-    ("triton", "skips_work_when_profiled_triton", {"incorrect"}, "drawn after timing"),
+    # The profiler now starts through its C API, so its Python flag never tells: the side stream's
+    # work shows in every profiled call (or a skipped call shows as a wrong output).
+    ("triton", "skips_work_when_profiled_triton", {"rejected", "incorrect"}, ""),
     ("triton", "patches_timers_triton", {"rejected"}, "torch.cuda.Event.elapsed_time"),
     ("triton", "reads_harness_memory_triton", {"incorrect"}, "differs"),
     ("triton", "forges_result_triton", {"rejected"}, "below this device's floor"),
@@ -53,6 +58,10 @@ CHEATS = [
     ("triton", "segfaults_host", {"crash"}, "SIGSEGV"),
     ("triton", "illegal_access_triton", {"crash", "runtime_error"}, ""),
     ("cuda", "exhausts_gpu_memory", {"runtime_error", "crash"}, "memory"),
+    # Round 2 (issue 15): PyTorch out of the dispatch mode's sight, lazy outputs, asking if observed.
+    ("triton", "torch_on_a_thread_triton", {"rejected"}, "softmax"),
+    ("triton", "returns_lazy_subclass_triton", {"rejected"}, "plain torch.Tensor"),
+    ("triton", "uses_torch_when_unobserved_triton", {"rejected"}, "asked whether it is observed"),
 ]
 LEGITIMATE = [
     ("cuda", "softmax_cuda", SOFTMAX),

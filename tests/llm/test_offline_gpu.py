@@ -29,7 +29,7 @@ from harness.prompts import INSTRUCTIONS, PROMPTS_DIR, attempts_section, build_m
 from harness.tasks import load_reference_module, load_task_dir, select
 
 TRITON = Platform("triton", "cuda", "Triton")
-TASKS = Path(__file__).resolve().parents[1] / "tasks"
+TASKS = Path(__file__).resolve().parents[2] / "tasks"
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
 
 
@@ -353,7 +353,7 @@ def resnet50_task(task_id: str, shape: list[int]) -> PromptTask:
 def test_every_task_of_the_gpu_offline_suite_gets_a_kernel():
     """The suite is the offline model's GPU yardstick: a task it declines there is a recapture that
     changed how a reference is written (as `device=x0.device` did)."""
-    suite = yaml.safe_load((Path(__file__).resolve().parents[1] / "conf/suite/gpu-offline.yaml").read_text())
+    suite = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf/suite/gpu-offline.yaml").read_text())
     for task in select(suite["tasks"]):
         reply = answer(build_messages(task, TRITON, "new", [])[1]["content"])
         assert extract_code(reply), f"{task.id}: {reply[:300]}"

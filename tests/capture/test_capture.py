@@ -21,7 +21,7 @@ from harness.tasks import discover, load_reference_module, load_task_dir
 from harness.trace import signature
 from tests.capture_fixture_model import HIDDEN, RMSNorm
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FIXTURE = "tests.capture_fixture_model:build"
 MODEL = "capture_fixture_model"
 
@@ -126,7 +126,7 @@ def test_tasks_validate_runs_each_reference_on_request(captured):
 
 def test_a_reference_whose_op_has_no_cpu_kernel_is_skipped_by_name_not_failed():
     attention = (
-        Path(__file__).resolve().parents[1] / "tasks/gemma4/gemma4_scaled_dot_product_cudnn_attention_8x32x1x256_acdb54"
+        Path(__file__).resolve().parents[2] / "tasks/gemma4/gemma4_scaled_dot_product_cudnn_attention_8x32x1x256_acdb54"
     )
     if torch.cuda.is_available():
         pytest.skip("the op has a kernel here")

@@ -12,7 +12,7 @@ import pytest
 
 from harness.evaluate import confine
 
-CANDIDATES = Path(__file__).parent / "candidates"
+CANDIDATES = Path(__file__).parents[1] / "candidates"
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="workers drop to the user nobody only when the harness runs as root")
@@ -115,7 +115,7 @@ def test_a_harness_run_by_a_normal_user_leaks_no_credential(tmp_path, landlock):
     shell = ["sh", "-c", 'cd "$0" && "$@"; exit $?', str(folder), *harness]
     env = {
         **{k: os.environ[k] for k in ("PATH", "LANG", "VIRTUAL_ENV") if k in os.environ},
-        "PYTHONPATH": str(Path(__file__).parents[1]),
+        "PYTHONPATH": str(Path(__file__).parents[2]),
         "HOME": str(home),
         "OPENAI_API_KEY": FAKE_KEY,
         "FORGEBENCH_CACHE": str(folder / "cache"),

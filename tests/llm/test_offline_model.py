@@ -24,7 +24,7 @@ from harness.prompts import build_messages, heading_of, task_section
 from harness.tasks import resolve_one
 
 CPU = Platform("cpu", "cpu", "C++")
-LEVEL1 = Path(__file__).resolve().parents[2] / "shared" / "data" / "kernelbench" / "level1"
+LEVEL1 = Path(__file__).resolve().parents[3] / "shared" / "data" / "kernelbench" / "level1"
 HANDWRITTEN = {
     "softmax_rows": "softmax",
     "rmsnorm_qwen": "rmsnorm",

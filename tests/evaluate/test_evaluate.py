@@ -19,7 +19,7 @@ from harness import devices, serial
 from harness.evaluate import EvalResult, Evaluator, candidate_run, timing
 from harness.tasks import Task, resolve_one
 
-CANDIDATES = Path(__file__).parent / "candidates"
+CANDIDATES = Path(__file__).parents[1] / "candidates"
 LEGITIMATE = "rmsnorm_cpp"
 # Cheats written as changes to the legitimate candidate are appended to it, so they share its
 # kernel source and build it once (builds are cached by content).
@@ -37,6 +37,7 @@ APPENDED = {
     "returns_plain_subclass",
     "uses_torch_when_unobserved",
     "asks_if_observed",
+    "torch_on_a_thread",
 }
 # Evaluated by the shared evaluator in the background; each test's name starts with its candidate's.
 BACKGROUND = (
@@ -61,6 +62,7 @@ BACKGROUND = (
     "returns_plain_subclass",
     "uses_torch_when_unobserved",
     "asks_if_observed",
+    "torch_on_a_thread",
 )
 HANG_TIMEOUT_S = 20
 
@@ -381,3 +383,9 @@ def test_asks_if_observed_is_rejected_by_the_source_audit(planted):
     result = planted["asks_if_observed"].result()
     assert result.verdict == "rejected", result.to_json()
     assert "reads _len_torch_dispatch_stack" in result.reason and "line" in result.reason
+
+
+def test_torch_on_a_thread_is_rejected_by_the_profiler_on_every_thread(planted):
+    result = planted["torch_on_a_thread"].result()
+    assert result.verdict == "rejected", result.to_json()
+    assert "aten." in result.reason and "PyTorch compute ops" in result.reason

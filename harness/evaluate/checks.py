@@ -74,6 +74,9 @@ ALLOWED_OPS = frozenset(
         "sym_numel",
         "sym_storage_offset",
         "_local_scalar_dense",
+        # What Tensor.numpy() and friends call: they only materialise a lazy conjugate or negation bit.
+        "resolve_conj",
+        "resolve_neg",
     ]
 )
 # The allowed ops that move data: a reference made only of these (a captured cast) is still a task.

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import shutil
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,13 +72,14 @@ class Evaluator:
             raise ForgeBenchError(reason)
         self.platform, self.settings = platform, settings
         self.work_dir, self.cache_dir = Path(work_dir).resolve(), Path(cache_dir).resolve()
-        self._stdlib_copy: Path | None = None
         if platform.drop_privileges:
             check_code_reachable()
             self.work_dir, self.cache_dir = worker_folder(self.work_dir), worker_folder(self.cache_dir)
-            if stdlib_copy.needed():  # Python in a folder nobody may enter (a pyenv under /root)
-                make_worker_folder(self.cache_dir)
-                self._stdlib_copy = stdlib_copy.ensure(self.cache_dir)
+        # Python in a folder nobody may enter (a pyenv under /root): a copy of its standard library,
+        # made when the first candidate's worker starts (nothing is written before the run's checks).
+        self._needs_stdlib_copy = platform.drop_privileges and stdlib_copy.needed()
+        self._stdlib_copy: Path | None = None
+        self._stdlib_lock = threading.Lock()
         self._references: dict[str, _Reference] = {}
         self._ceilings_path = self.cache_dir / f"ceilings-{platform.device}.json"
         for name in platform.baselines:
@@ -153,7 +155,11 @@ class Evaluator:
         shared_dirs = list(self.platform.cache_dirs(cache_root).values())
         env = prepare_workdir(folder, self.platform.worker_env(cache_root), shared_dirs, unprivileged=not trusted)
         reads = [self._reference_copy(task).parent]
-        if self._stdlib_copy and not trusted:
+        if self._needs_stdlib_copy and not trusted:
+            with self._stdlib_lock:
+                if self._stdlib_copy is None:
+                    make_worker_folder(self.cache_dir)
+                    self._stdlib_copy = stdlib_copy.ensure(self.cache_dir)
             env[stdlib_copy.ENV] = str(self._stdlib_copy)
             reads.append(self._stdlib_copy)
         confinement = Confinement.for_worker(folder, reads, shared_dirs) if self._confine else None

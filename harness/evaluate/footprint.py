@@ -20,24 +20,31 @@ class TaskTooLarge(ForgeBenchError):
     """The task's inputs at its shapes do not fit the memory this machine has free."""
 
 
-def input_bytes(task: Task) -> int | None:
-    """Bytes of one set of the task's inputs, from its reference on the meta device (None when
-    the reference does not build there)."""
+def _nbytes(value) -> int:
     import torch
 
-    from harness.trace import signature
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, (list, tuple)):
+        return sum(_nbytes(v) for v in value)
+    return 0
+
+
+def call_bytes(task: Task) -> int | None:
+    """Bytes of one call's inputs and outputs, from the reference built and run on the meta device
+    (None when it does not run there)."""
+    import torch
+
+    from harness.reference import load_reference_module
 
     try:
-        sig = signature(task)
-    except Exception:  # a reference that does not build on meta: no estimate, no skip
+        module = load_reference_module(task.reference_path, f"forgebench_footprint_{task.id}")
+        with torch.device("meta"), torch.no_grad():
+            inputs = module.get_inputs()
+            outputs = module.Model(*module.get_init_inputs())(*inputs)
+    except Exception:  # a reference that does not run on meta: no estimate, no skip
         return None
-    total = 0
-    for shape, dtype in zip(sig.input_shapes, [d for d in sig.input_dtypes if hasattr(torch, d)]):
-        numel = 1
-        for n in shape:
-            numel *= n
-        total += numel * torch.empty((), dtype=getattr(torch, dtype)).element_size()
-    return total
+    return _nbytes(inputs) + _nbytes(outputs)
 
 
 def _free_bytes() -> int | None:
@@ -54,11 +61,11 @@ def check_fits(task: Task, asynchronous_device: bool) -> None:
     task's tensors live in device memory, which the parent does not open a context to measure.)"""
     if asynchronous_device:
         return
-    need, free = input_bytes(task), _free_bytes()
+    need, free = call_bytes(task), _free_bytes()
     if need is None or free is None or need * _COPIES_HELD <= free:
         return
     raise TaskTooLarge(
-        f"task '{task.id}' needs about {need * _COPIES_HELD / 1e9:.1f} GB at its shapes (inputs of "
-        f"{need / 1e9:.2f} GB, held for every check and timing seed), and this machine has "
+        f"task '{task.id}' needs about {need * _COPIES_HELD / 1e9:.1f} GB at its shapes (a call's inputs and "
+        f"outputs are {need / 1e9:.2f} GB, held for every check and timing seed), and this machine has "
         f"{free / 1e9:.1f} GB free: run it on a larger machine or a GPU platform, or pick smaller tasks"
     )

@@ -269,3 +269,18 @@ def test_a_worker_that_cannot_read_the_standard_library_is_the_harness_fault(mak
     evaluator = make_evaluator()
     with pytest.raises(ForgeBenchError, match="the harness's fault, not the candidate's"):
         evaluator.evaluate(resolve_one("rmsnorm_qwen"), (CANDIDATES / "rmsnorm_load_inline.py").read_text())
+
+
+KERNELBENCH_LEVEL1 = Path(__file__).resolve().parents[3] / "shared" / "data" / "kernelbench" / "level1"
+
+
+@pytest.mark.skipif(not KERNELBENCH_LEVEL1.is_dir(), reason="needs ../shared/data/kernelbench")
+def test_a_kernelbench_task_too_large_for_this_machine_is_skipped_up_front_with_its_sizes(tmp_path):
+    # 23_Softmax's published shapes: two 4096 x 393216 fp32 tensors, 6.4 GB each; CI has 24 GB.
+    from tests.test_suite import suite
+
+    done = suite(tmp_path, "--agent=oneshot", f"--tasks={KERNELBENCH_LEVEL1 / '23_Softmax.py'}", "-rs")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 skipped" in done.stdout, done.stdout
+    assert "task '23_Softmax' needs about 128.8 GB at its shapes" in done.stdout, done.stdout
+    assert "Traceback" not in done.stdout + done.stderr

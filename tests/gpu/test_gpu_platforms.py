@@ -48,18 +48,19 @@ CHEATS = [
     ("triton", "caches_by_address_triton", {"incorrect"}, "differs"),
     ("triton", "side_stream_triton", {"rejected", "incorrect"}, ""),
     ("triton", "joins_side_stream_triton", {"rejected"}, "ran outside the timer"),
-    # The profiler now starts through its C API, so its Python flag never tells: the side stream's
-    # work shows in every profiled call (or a skipped call shows as a wrong output).
-    ("triton", "skips_work_when_profiled_triton", {"rejected", "incorrect"}, ""),
+    # The profiler starts through its C API, so its Python flag never tells; the one question left,
+    # torch._C._autograd._profiler_enabled(), is noted when a candidate asks it.
+    ("triton", "skips_work_when_profiled_triton", {"rejected"}, "asked whether it is observed"),
     ("triton", "patches_timers_triton", {"rejected"}, "torch.cuda.Event.elapsed_time"),
-    ("triton", "reads_harness_memory_triton", {"incorrect"}, "differs"),
+    # The source audit names its gc.get_objects; were it spelt otherwise, what it finds is not the answer.
+    ("triton", "reads_harness_memory_triton", {"rejected", "incorrect"}, ""),
     ("triton", "forges_result_triton", {"rejected"}, "below this device's floor"),
     ("triton", "exits_in_forward_triton", {"crash"}, "exited with status 0"),
     ("triton", "segfaults_host", {"crash"}, "SIGSEGV"),
     ("triton", "illegal_access_triton", {"crash", "runtime_error"}, ""),
     ("cuda", "exhausts_gpu_memory", {"runtime_error", "crash"}, "memory"),
     # Round 2 (issue 15): PyTorch out of the dispatch mode's sight, lazy outputs, asking if observed.
-    ("triton", "torch_on_a_thread_triton", {"rejected"}, "softmax"),
+    ("triton", "torch_on_a_thread_triton", {"rejected"}, "at::native"),
     ("triton", "returns_lazy_subclass_triton", {"rejected"}, "plain torch.Tensor"),
     ("triton", "uses_torch_when_unobserved_triton", {"rejected"}, "asked whether it is observed"),
 ]
@@ -160,7 +161,7 @@ def test_liger_is_timed_where_it_has_the_op(make_evaluator, name, task_id):
     evaluator = make_evaluator("triton", ("platform.baselines=[eager,liger]", AS_NOBODY), **SETTINGS)
     result = evaluator.evaluate(resolve_one(task_id), candidate(name))
     assert result.verdict == "correct", result.to_json()
-    assert result.baselines.get("liger_ms", 0) > 0, result.baselines_skipped
+    assert result.baselines.get("liger", 0) > 0, result.baselines_skipped
     assert result.speedups["liger"] > 0
 
 

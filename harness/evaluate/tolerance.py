@@ -97,8 +97,13 @@ def _derive(model: torch.nn.Module, inputs: list[Any], eager: list[torch.Tensor]
     outputs, bounds, ratios = [], [], []
     for want, e, m in zip(eager, exact, magnitudes):
         size = e.abs()
-        by_element = m.shape == e.shape and bool(torch.isfinite(m).all()) and bool((m >= size * (1 - 1e-9)).all())
-        if not by_element:
+        magnitudes_hold = m.shape == e.shape and bool(torch.isfinite(m).all()) and bool((m >= size * (1 - 1e-9)).all())
+        # Magnitudes equal to the output's own (an elementwise op, a softmax of positive inputs) add
+        # nothing an affine bound in |e| lacks, and need no tensor the size of the output.
+        by_element = magnitudes_hold and not bool((m <= size * (1 + 1e-6)).all())
+        if magnitudes_hold and not by_element:
+            m = size
+        elif not by_element:
             m = size + size.mean()  # not the magnitudes of a reduction: the output's own scale
         error = (want.to(torch.float64) - e).abs()
         if not bool(torch.isfinite(e).all()) or not bool(torch.isfinite(error).all()):
@@ -117,8 +122,8 @@ def _derive(model: torch.nn.Module, inputs: list[Any], eager: list[torch.Tensor]
         scale = KAPPA * max(rho, eps)
         if by_element:
             bound = (atol + rtol * size + scale * m).to(torch.float32)
-        else:  # atol + rtol |e| + scale (|e| + mean |e|), an affine bound in |e|
-            mean = float(size.mean()) if e.numel() else 0.0
+        else:  # atol + rtol |e| + scale (|e| + mean), an affine bound in |e| (mean 0 where m is |e|)
+            mean = float(size.mean()) if e.numel() and not magnitudes_hold else 0.0
             bound = torch.tensor([atol + scale * mean, rtol + scale], dtype=torch.float64, device=e.device)
         outputs.append(e.to(want.dtype))
         bounds.append(bound)

@@ -27,9 +27,12 @@ class EvalSettings:
     # On a GPU, let the stream wait before each timed call so its launches queue ahead of it and
     # the events time GPU work, not host time (timing.measure's gpu_lead). A candidate that spins
     # on the host lengthens its own lead and can run side-stream work during it, unseen by the
-    # events. The hidden-work check (candidate_run._hidden_work) compares all streams' work with the timed
-    # time and so catches that too; off until that check has run on a GPU.
-    gpu_lead: bool = False
+    # events. The hidden-work check (candidate_run._hidden_work) compares all streams' work with the
+    # timed time and catches that (tests/gpu: joins_side_stream_triton, on the H200). On since every
+    # call runs under the op recorder (candidate_run.Watched): its ~13 us of host time per call and op
+    # is the harness's, and without the lead a small kernel was timed at it (docs/benchmarks.md,
+    # eighth session: three resnet50 batch-norm kernels 2-5x slower).
+    gpu_lead: bool = True
     # The same lead for the baselines (eager, torch.compile). They are our code, so the hole above
     # does not apply; without it a small task's baseline is timed at its host time (compile's
     # wrapper: 60-150 us a call on the H200, docs/benchmarks.md, fifth session). A candidate timed

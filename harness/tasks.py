@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from harness import serial
 from harness.errors import ForgeBenchError
 from harness.reference import CONTRACT, load_reference_module  # noqa: F401  (tasks' readers use it)
 
@@ -73,7 +74,7 @@ class Task:
         return digest.hexdigest()[:12]
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (str(v) if isinstance(v, Path) else v) for k, v in self.__dict__.items()}
+        return serial.to_dict(self)
 
 
 def task_set_id(name: str, tasks: list[Task]) -> str:

@@ -26,7 +26,7 @@ class _Profiling:
     def __init__(self, evaluator: Evaluator):
         self._evaluator = evaluator
 
-    def evaluate(self, task: Task, candidate_source: str, profile: bool = True) -> EvalResult:
+    def evaluate(self, task: Task, candidate_source: str) -> EvalResult:
         return self._evaluator.evaluate(task, candidate_source, profile=True)
 
     def __getattr__(self, name: str):
@@ -138,7 +138,7 @@ def analyse(ctx: AgentContext, node: Node) -> Node:
     """Ask the analyst about a correct candidate and persist its answer, taken as text whatever it
     holds (a code block in it is part of the advice, never a candidate)."""
     started = time.monotonic()
-    profile = node.result.profile or ctx.evaluator.evaluate(ctx.task, node.source, profile=True).profile
+    profile = node.result.profile or ctx.evaluator.evaluate(ctx.task, node.source).profile
     node_id = ctx.tree.next_id()
     prompt_id, completion, failure = call_model(ctx, node_id, analyst_messages(ctx, node, profile), started)
     note = f"analyst call on node {node.id} failed: {failure}" if failure else f"analyst advice on node {node.id}"

@@ -51,8 +51,8 @@ class MCTS:
         self, ctx: AgentContext, view: list[Node], parent: Node | None, action: str, sibling: int = 0
     ) -> list[dict[str, str]]:
         """The prompt for expanding `parent` from the landed nodes `view` with `sibling` calls for
-        the same parent in flight: a pure function of them, so `rebuild_messages` gives back the
-        exact chat the model saw."""
+        the same parent in flight: a pure function of them, so the tree alone gives back the exact
+        chat the model saw (tests/agents/test_mcts_inflight.py rebuilds every one)."""
         note = sibling_section(sibling)
         build = lambda attempts, context: build_messages(
             ctx.task,
@@ -65,12 +65,6 @@ class MCTS:
         )
         context = lineage(view, parent, self.context_recent)
         return fit(build, attempts_among(view), context, self.context_tokens)
-
-    def rebuild_messages(self, ctx: AgentContext, node: Node) -> list[dict[str, str]]:
-        """The chat `node`'s model call was sent, rebuilt from the tree alone."""
-        view = ctx.tree.nodes[: node.extra["seen"]]
-        parent = next((n for n in view if n.id == node.parent_id), None)
-        return self.messages(ctx, view, parent, node.action, node.extra.get("sibling", 0))
 
     def _stats(
         self, tree: SearchTree, in_flight: Sequence[int | None]

@@ -7,9 +7,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from harness import serial
 from harness.evaluate.result import EvalResult
-
-ACTIONS = ("new", "refine", "repair", "analyst")
 
 
 @dataclass
@@ -42,14 +41,11 @@ class Node:
         return self.result.summary() if self.result else self.note
 
     def to_dict(self) -> dict:
-        data = asdict(self)
-        data["result"] = self.result.to_dict() if self.result else None
-        return data
+        return serial.to_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> Node:
-        result = EvalResult.from_dict(data["result"]) if data.get("result") else None
-        return cls(**{**data, "result": result})
+        return serial.from_dict(cls, data)
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Protocol
+
+from harness import serial
 
 _CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
 
@@ -19,7 +21,7 @@ class Completion:
     latency_s: float
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return serial.to_dict(self)
 
 
 class ModelCallError(Exception):

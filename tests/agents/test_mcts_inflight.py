@@ -116,6 +116,13 @@ def chat_key(messages: list[dict[str, str]]) -> str:
 
 
 @pytest.mark.slow
+def rebuilt(agent, ctx, node):
+    """The chat `node`'s model call was sent, rebuilt from the tree alone."""
+    view = ctx.tree.nodes[: node.extra["seen"]]
+    parent = next((n for n in view if n.id == node.parent_id), None)
+    return agent.messages(ctx, view, parent, node.action, node.extra.get("sibling", 0))
+
+
 def test_calls_overlap_through_a_real_http_provider_and_rounds_are_kept(evaluator, tmp_path, monkeypatch):
     monkeypatch.setenv("LOOPBACK_KEY", "loopback-secret")
     answers = ServerAnswers(delay_s=0.5)
@@ -138,7 +145,7 @@ def test_calls_overlap_through_a_real_http_provider_and_rounds_are_kept(evaluato
     # The exact chat each call sent is the stored one and is rebuilt from the tree alone.
     sent = Counter(chat_key(r["body"]["messages"]) for r in server.requests)
     assert sent == Counter(chat_key(stored(tmp_path, n.prompt_id)) for n in nodes)
-    assert all(agent.rebuild_messages(ctx, n) == stored(tmp_path, n.prompt_id) for n in nodes)
+    assert all(rebuilt(agent, ctx, n) == stored(tmp_path, n.prompt_id) for n in nodes)
     # wall_s counts the search's time once, not the overlapping calls' time N times.
     assert sum(n.wall_s for n in nodes) <= elapsed
 

@@ -284,3 +284,62 @@ def test_a_kernelbench_task_too_large_for_this_machine_is_skipped_up_front_with_
     assert "1 skipped" in done.stdout, done.stdout
     assert "task '23_Softmax' needs about 128.8 GB at its shapes" in done.stdout, done.stdout
     assert "Traceback" not in done.stdout + done.stderr
+
+
+RELU_PROBLEM = """
+import torch
+from torch import nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+def get_inputs():
+    return [torch.randn(64, 1024)]
+
+def get_init_inputs():
+    return []
+"""
+
+RELU_SOLUTION = """
+import ctypes
+import torch
+from torch import nn
+from harness.platforms.cpu import compile_cpp, ptr
+
+lib = compile_cpp(r'''
+extern "C" void relu(const float* x, float* y, long n) { for (long i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] : 0; }
+''')
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        lib.relu(ptr(x), ptr(y), ctypes.c_long(x.numel()))
+        return y
+"""
+
+
+def test_regrade_grades_a_folder_of_solutions_with_claims_beside_the_measured(tmp_path):
+    from tests.test_suite import forgebench
+
+    problems, solutions = tmp_path / "problems" / "level1", tmp_path / "solutions"
+    problems.mkdir(parents=True)
+    solutions.mkdir()
+    (problems / "1_ReLU.py").write_text(textwrap.dedent(RELU_PROBLEM))
+    (problems / "2_Conv_ReLU.py").write_text(textwrap.dedent(CONV_TASK))
+    (solutions / "1_ReLU.py").write_text(textwrap.dedent(RELU_SOLUTION))  # named like its problem
+    # KernelBench's runs layout: level 1, problem 2; it keeps PyTorch's convolution (allowed here).
+    (solutions / "level_1_problem_2_sample_0_kernel.py").write_text(textwrap.dedent(CONV_AND_OWN_RELU))
+    (solutions / "9_Nothing.py").write_text(textwrap.dedent(ONLY_TORCH))
+    (solutions / "claims.json").write_text(json.dumps({"1_ReLU": 3.5}))
+    report = tmp_path / "report.md"
+    done = forgebench(tmp_path, "regrade", str(solutions), "--problems", str(problems.parent), "--report", str(report))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 solutions regraded: 2 correct" in done.stdout, done.stdout
+    assert "skipped 9_Nothing.py: no problem" in done.stdout
+    rows = {r["solution"]: r for r in json.loads(report.with_suffix(".json").read_text())}
+    assert rows["1_ReLU.py"]["claimed_speedup"] == 3.5 and rows["1_ReLU.py"]["speedup_vs_eager"] > 0
+    assert rows["level_1_problem_2_sample_0_kernel.py"]["problem"] == "2_Conv_ReLU"
+    assert "aten.convolution" in rows["level_1_problem_2_sample_0_kernel.py"]["torch_ops"]
+    assert report.read_text().startswith("2 solutions regraded")

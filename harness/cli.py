@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -79,11 +78,12 @@ def _tasks_validate(args: argparse.Namespace) -> int:
         if all(r.is_dir() for r in roots)
         else roots
     )
-    if args.run == "cuda":
-        import torch
+    if args.run:
+        from harness import devices
 
-        if not torch.cuda.is_available():
-            raise ForgeBenchError("tasks validate --run cuda: this machine has no CUDA device; use --run cpu.")
+        absent = devices.load(args.run).available()
+        if absent:
+            raise ForgeBenchError(f"tasks validate --run {args.run}: {absent}; use --run cpu.")
     problems = skipped = 0
     for target in targets:
         try:
@@ -107,17 +107,18 @@ def _run_reference(task, device: str) -> str | None:
     Returns the op, when one has no kernel for the device (a cuDNN attention on the CPU)."""
     import torch
 
+    from harness import devices
     from harness.tasks import load_reference_module
 
+    adapter = devices.load(device)
     module = load_reference_module(task.reference_path, f"forgebench_validate_{task.id}")
     try:
-        with torch.device(device), torch.no_grad():
+        with adapter.torch_device(), torch.no_grad():
             inputs = list(module.get_inputs())
             if task.shapes and [list(x.shape) for x in inputs if isinstance(x, torch.Tensor)] != task.shapes:
                 raise ForgeBenchError(f"task '{task.id}': get_inputs() shapes differ from task.yaml's shapes.")
             module.Model(*module.get_init_inputs())(*inputs)
-            if device.startswith("cuda"):
-                torch.cuda.synchronize()
+            adapter.synchronize()
     except NotImplementedError as exc:
         missing = re.match(r"Could not run '([\w:.]+)' with arguments from the '\w+' backend", str(exc))
         if missing:
@@ -128,8 +129,7 @@ def _run_reference(task, device: str) -> str | None:
     except Exception as exc:  # a reference is user code: any failure is a finding about the task
         raise ForgeBenchError(f"task '{task.id}': its reference fails on {device}: {_first_line(exc)}") from exc
     finally:
-        if device.startswith("cuda"):
-            torch.cuda.empty_cache()
+        adapter.empty_cache()
 
 
 def _first_line(exc: BaseException) -> str:
@@ -251,30 +251,14 @@ def _site(args: argparse.Namespace) -> int:
 
 
 def _regrade(args: argparse.Namespace) -> int:
-    from harness.config import compose, instantiate
-    from harness.evaluate import Evaluator
-    from harness.evaluate.settings import for_run
-    from harness.regrade import regrade, render
+    from harness.regrade import main
 
-    overrides = ["evaluate.torch_ops=allow", *args.override]  # as KernelBench grades (an override wins)
-    cfg = compose(platform=args.platform, overrides=overrides)
-    folder = Path(cfg.run_root) / "regrade" / time.strftime("%Y%m%d-%H%M%S")
-    evaluator = Evaluator(instantiate(cfg.platform, "platform"), for_run(cfg), folder / "work", Path(cfg.cache_dir))
-    try:
-        rows = regrade(evaluator, Path(args.solutions), Path(args.problems), args.jobs, progress=print)
-    finally:
-        evaluator.close()
-    report = render(rows)
-    print(report)
-    out = Path(args.report) if args.report else folder / "report.md"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report + "\n")
-    out.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")
-    print(f"wrote {out} and {out.with_suffix('.json')}")
-    return 0
+    return main(args)
 
 
 def parser() -> argparse.ArgumentParser:
+    from harness import devices
+
     top = argparse.ArgumentParser(prog="forgebench", description="Benchmark LLM-written kernels against PyTorch.")
     sub = top.add_subparsers(dest="command", required=True)
 
@@ -292,7 +276,9 @@ def parser() -> argparse.ArgumentParser:
     listing.set_defaults(handler=_tasks_list)
     validate = tasks.add_parser("validate", help="check every task.yaml and reference.py")
     validate.add_argument("paths", nargs="*", help="task folders, tasks roots, or KernelBench files (default: tasks/)")
-    validate.add_argument("--run", choices=["cpu", "cuda"], help="also run each reference once at its shapes")
+    validate.add_argument(
+        "--run", choices=devices.names(), help="also run each reference once at its shapes on this device"
+    )
     validate.set_defaults(handler=_tasks_validate)
 
     cap = sub.add_parser("capture", help="profile a model at the ATen level and write its costly calls as tasks")

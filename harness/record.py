@@ -34,30 +34,12 @@ def git_sha() -> str:
         return "unknown"
 
 
-def device_name(device: str) -> str:
-    import torch
-
-    if device == "cuda" and torch.cuda.is_available():
-        return torch.cuda.get_device_name()
-    return host.processor() or host.machine()
-
-
-def _driver_version() -> str:
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else "none"
-    except (OSError, subprocess.TimeoutExpired):
-        return "none"
-
-
 def environment(device: str) -> dict[str, str]:
-    """Where the numbers were measured, as `env.*` tags: device, driver, CUDA, torch, triton, python."""
+    """Where the numbers were measured, as `env.*` tags: device, driver, CUDA, torch, triton, python
+    (the platform's device adapter names the first three)."""
     import torch
+
+    from harness import devices
 
     try:
         import triton
@@ -65,11 +47,12 @@ def environment(device: str) -> dict[str, str]:
         triton_version = triton.__version__
     except ImportError:
         triton_version = "none"
-    gpu = device == "cuda" and torch.cuda.is_available()
+    adapter = devices.load(device)
+    present = adapter.available() is None
     return {
-        "env.device": device_name(device),
-        "env.driver": _driver_version() if gpu else "none",
-        "env.cuda": (torch.version.cuda or "none") if gpu else "none",
+        "env.device": adapter.device_name() if present else f"{device} (none here)",
+        "env.driver": adapter.driver() if present else "none",
+        "env.cuda": (torch.version.cuda or "none") if present and adapter.asynchronous else "none",
         "env.torch": torch.__version__,
         "env.triton": triton_version,
         "env.python": host.python_version(),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,3 +134,27 @@ def render(rows: list[dict]) -> str:
     summary = ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
     table = frame.drop(columns=["time_ms"]).to_markdown(index=False, floatfmt=".3g")
     return f"{len(rows)} solutions regraded: {summary}\n\n{table}"
+
+
+def main(args) -> int:
+    """`forgebench regrade`: the report printed and written beside the run's folder."""
+    from harness.config import compose, instantiate
+    from harness.evaluate import Evaluator
+    from harness.evaluate.settings import for_run
+
+    overrides = ["evaluate.torch_ops=allow", *args.override]  # as KernelBench grades (an override wins)
+    cfg = compose(platform=args.platform, overrides=overrides)
+    folder = Path(cfg.run_root) / "regrade" / time.strftime("%Y%m%d-%H%M%S")
+    evaluator = Evaluator(instantiate(cfg.platform, "platform"), for_run(cfg), folder / "work", Path(cfg.cache_dir))
+    try:
+        rows = regrade(evaluator, Path(args.solutions), Path(args.problems), args.jobs, progress=print)
+    finally:
+        evaluator.close()
+    report = render(rows)
+    print(report)
+    out = Path(args.report) if args.report else folder / "report.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(report + "\n")
+    out.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")
+    print(f"wrote {out} and {out.with_suffix('.json')}")
+    return 0

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from harness import devices
 from harness.capture import costs
 from harness.capture.emit import write_fused_task, write_task
 from harness.capture.fusion import EPILOGUES, NORM_CHAINS, FusionTracker
@@ -135,6 +136,7 @@ def capture(
     timing["processes"] = settings.processes
     timing["across_processes"] = "fastest"  # replay.time_groups_in_processes (before 2026-11-30: median)
     timing["cudnn_benchmark"] = torch.backends.cudnn.benchmark
-    timing["l2_flush"] = L2_FLUSH if device.type == "cuda" else None  # before each replayed call
+    # before each replayed call, on a device whose cache the harness flushes
+    timing["l2_flush"] = L2_FLUSH if device.type != "meta" and devices.of(device).asynchronous else None
     path = write_manifest(folder, manifest(result, command, workload.settings, (min_share, coverage), timing))
     return result, path

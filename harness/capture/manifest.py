@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from harness import devices
 from harness.capture import costs
 from harness.capture.fusion import FusedGroup
 from harness.capture.record import CallGroup
@@ -54,14 +55,17 @@ def environment(device: torch.device) -> dict:
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "python": platform.python_version(),
         "torch": str(torch.__version__),
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
     }
     if device.type == "meta":
         env["device"] = "meta (no device ran the model)"
-    if device.type == "cuda":
-        env["cuda"] = str(torch.version.cuda)
-    else:
         env["cpu_threads"] = torch.get_num_threads()
+    else:
+        adapter = devices.of(device)
+        env["device"] = adapter.device_name()
+        if adapter.asynchronous:
+            env["cuda"] = str(torch.version.cuda)
+        else:
+            env["cpu_threads"] = torch.get_num_threads()
     env |= {name: str(sys.modules[name].__version__) for name in _LIBRARIES if name in sys.modules}
     return env
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from harness import devices
 from harness.capture.inputs import draw
 from harness.capture.record import CallGroup, TensorSpec, ValueRange
 from harness.errors import ForgeBenchError
@@ -73,8 +74,7 @@ def time_groups(
         except (RuntimeError, ValueError, IndexError) as exc:
             group.untimed = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
         finally:
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
+            devices.of(device).empty_cache()
 
 
 def time_groups_in_processes(

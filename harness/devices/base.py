@@ -216,3 +216,10 @@ class Device:
 
     def device_name(self) -> str:
         return _platform.processor() or _platform.machine() or self.name
+
+    def driver(self) -> str:
+        """The device driver's version, as a run's `env.driver` tag records it."""
+        return "none"
+
+    def empty_cache(self) -> None:
+        """Give back memory the allocator keeps cached (between tasks of very different sizes)."""

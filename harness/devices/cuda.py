@@ -256,5 +256,22 @@ class CudaDevice(Device):
     def device_name(self) -> str:
         return torch.cuda.get_device_name() if torch.cuda.is_available() else "cuda (none here)"
 
+    def driver(self) -> str:
+        import subprocess
+
+        try:
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return "none"
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else "none"
+
+    def empty_cache(self) -> None:
+        torch.cuda.empty_cache()
+
 
 DEVICE = CudaDevice()

@@ -121,7 +121,7 @@ def test_tasks_validate_runs_each_reference_on_request(captured):
     if not torch.cuda.is_available():
         run = forgebench("tasks", "validate", "--run", "cuda", str(captured / MODEL))
         assert run.returncode == 2 and "Traceback" not in run.stderr
-        assert "has no CUDA device; use --run cpu" in run.stderr
+        assert "has no CUDA GPU that torch can use" in run.stderr and "use --run cpu" in run.stderr
 
 
 def test_a_reference_whose_op_has_no_cpu_kernel_is_skipped_by_name_not_failed():

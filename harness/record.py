@@ -75,7 +75,7 @@ def api_host(api_base: str | None) -> str | None:
 # What every task run inherits from its suite run.
 INHERITED_TAGS = ("agent", "model", "model.label", "model.api_host", "platform", "suite", "task_set")
 INHERITED_TAGS += ("agent_config_hash", "device", "env.device", "env.driver", "env.cuda", "env.torch", "env.triton")
-INHERITED_TAGS += ("env.python",)
+INHERITED_TAGS += ("env.python", "torch_ops")
 
 
 def step_metrics(nodes: list, now_ms: int) -> list:
@@ -255,6 +255,8 @@ class Recorder:
             # Metric names of the records contract (docs/records.md): "<baseline>_ms", "<baseline>_host_ms".
             metrics.update({f"{name}_ms": ms for name, ms in result.baselines.items()})
             metrics.update({f"{name}_host_ms": ms for name, ms in result.baselines_host_ms.items()})
+            if result.torch_ops:  # under evaluate.torch_ops=allow: the PyTorch ops the kernel kept
+                self.client.set_tag(run_id, "torch_ops_used", ", ".join(result.torch_ops)[:5000])
             self.client.log_text(run_id, best.source, "best_kernel.py")
             self.client.log_dict(run_id, result.to_dict(), "best_result.json")
         now = int(time.time() * 1000)

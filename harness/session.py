@@ -68,6 +68,7 @@ class SuiteRun:
             "task_set": task_set_id(suite, [t for t in self.selected if isinstance(t, Task)]),
             "task_count": str(len(self.selected)),
             "agent_config_hash": config_hash(config["agent"]),
+            "torch_ops": self.evaluator.settings.torch_ops or "forbid",  # evaluate.torch_ops, as judged
             "run_dir": str(self.run_dir.resolve()),
             **environment(self.platform.device),
         }

@@ -32,6 +32,7 @@ COLUMNS = [
     "llm_calls",
     "wall_s",
     "device",
+    "torch_ops",
     "started",
     "run",
 ]
@@ -62,13 +63,16 @@ TASK_COLUMNS = [
     "llm_calls",
     "cost_usd",
     "stop_reason",
+    "torch_ops_used",
 ]
 # Across runs a task's row has to say whose it is.
 PER_TASK_COLUMNS = ["run", "agent", "model", *TASK_COLUMNS]
 
-OPTIONAL_COLUMNS = ["speedup_vs_compile", "compile_ms", "geomean_vs_compile"]
+# Shown only where some run has them: compile where it was timed, the torch_ops rule where a run was
+# judged by one (runs recorded before it), the PyTorch ops a kernel kept where a rule allowed them.
+OPTIONAL_COLUMNS = ["speedup_vs_compile", "compile_ms", "geomean_vs_compile", "torch_ops", "torch_ops_used"]
 
-TAGS = ("task", "task_hash", "agent", "platform", "suite", "stop_reason", "device")
+TAGS = ("task", "task_hash", "agent", "platform", "suite", "stop_reason", "device", "torch_ops", "torch_ops_used")
 METRICS = ("correct", "speedup_vs_eager", "speedup_vs_compile", "time_ms", "time_p20_ms", "time_p80_ms")
 METRICS += ("cost_usd", "tokens_in", "tokens_out", "llm_calls", "wall_s")
 BASE = ("run_id", "parent_run_id", "started", *TAGS, "model", "model_string", "task_set", "task_count", *METRICS)
@@ -209,6 +213,7 @@ def _summary(group: pd.DataFrame, resamples: int, seed: int) -> dict:
     tokens_in, tokens_out = (int(group[k].fillna(0).sum()) for k in ("tokens_in", "tokens_out"))
     return {
         **{k: first[k] for k in ("task_set", "suite", "agent", "model", "model_string", "platform", "device")},
+        "torch_ops": first["torch_ops"],
         "tasks": tasks,
         "correct": int(correct.sum()),
         "solved": f"{int(correct.sum())}/{tasks}",

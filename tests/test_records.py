@@ -63,6 +63,7 @@ def test_a_provider_run_records_comparable_tags_step_metrics_benchmarks_and_prog
         and tags["suite"] == "rmsnorm_qwen,silu_and_mul_qwen"
     )
     assert {"env.torch", "env.triton", "env.device", "env.driver", "env.cuda", "agent_config_hash"} <= set(tags)
+    assert tags["torch_ops"] == "forbid"  # the rule the run was judged by (a captured task is the op)
     assert parent.info.status == "FINISHED"
     assert parent.data.metrics["tasks"] == 2 and parent.data.metrics["llm_calls"] == 4
     assert parent.data.metrics["cost_usd"] > 0

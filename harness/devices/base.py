@@ -8,7 +8,10 @@ asynchronously (a GPU) overrides what differs; the worker and timing call only t
 
 from __future__ import annotations
 
+import os
 import platform as _platform
+import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -19,6 +22,7 @@ import torch
 
 # The host's clock, bound before any candidate can patch `time`.
 perf_counter = time.perf_counter
+_tensor_sum = torch.Tensor.sum
 process_time = time.process_time
 sleep = time.sleep
 
@@ -31,6 +35,44 @@ from torch._C._profiler import ProfilerActivity, ProfilerConfig, ProfilerState, 
 # A CPU candidate's threads that burn this much CPU in the 100 ms after forward returned are doing
 # work forward did not wait for (or spinning in a pool whose wait policy the worker did not set).
 _ESCAPED_CPU_MS = 20
+
+
+# ATen's kernels by namespace: code linking these computes with PyTorch's kernels directly.
+_ATEN_NAMESPACES = (
+    "at::cpu::",
+    "at::cuda::",
+    "at::native::",
+    "at::compositeexplicitautograd::",
+    "at::compositeimplicitautograd::",
+    "at::meta::",
+)
+_run, _NM = subprocess.run, shutil.which("nm") or "nm"
+
+
+def own_libraries() -> list[str] | None:
+    """The shared libraries this process mapped from the worker's cache and temporary folders (the
+    candidate's builds), or None when the process's maps cannot be read."""
+    names = ("FORGEBENCH_BUILD_CACHE", "TORCH_EXTENSIONS_DIR", "TMPDIR")
+    roots = tuple(os.environ[k] for k in names if k in os.environ)
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = [line.split()[-1] for line in maps if line.rstrip().endswith(".so")]
+    except OSError:
+        return None
+    return list(dict.fromkeys(p for p in paths if roots and p.startswith(roots)))
+
+
+_PAGE = 4096
+
+
+def _touch(output: Any) -> None:
+    """Read one element of every page of the output's tensors."""
+    if type(output) is torch.Tensor:  # a subclass's hooks are not run for it: Watched names it
+        if output.numel() and output.device.type == "cpu":
+            _tensor_sum(output.reshape(-1)[:: max(1, _PAGE // output.element_size())])
+    elif isinstance(output, (list, tuple)):
+        for item in output:
+            _touch(item)
 
 
 class ProfilerFailure(RuntimeError):
@@ -94,13 +136,10 @@ class Device:
     asynchronous = False  # whether a call returns before its work is done (timing counts device time)
     supports_ncu = False  # whether Nsight Compute can profile its kernels
     ceilings = Ceilings(copy_bytes=2**28, matmul_n=1024, matmul_dtype=torch.float32)
-    # Names of callables a candidate might replace to fool the timer or blind the profiler
-    # (timing.replaced_clocks; the harness calls its own copies, bound at import).
-    watched: tuple[str, ...] = (
-        "torch._C._autograd._prepare_profiler",
-        "torch._C._autograd._enable_profiler",
-        "torch._C._autograd._disable_profiler",
-    )
+    # Names of callables a candidate might replace to fool the timer (timing.replaced_clocks; the
+    # harness calls its own copies, bound at import). The profiler's C API is not among them: the
+    # worker wraps it to note a candidate that calls it (observers.py).
+    watched: tuple[str, ...] = ()
 
     def torch_device(self) -> torch.device:
         return torch.device(self.torch_type)
@@ -118,12 +157,15 @@ class Device:
         return None
 
     def time_calls(self, prepare: Callable[[], None], call: Callable[[], object], n: int, lead_cycles: int = 0):
-        """n calls, each after prepare(): (each call's time in ms, each call's host time in ms)."""
+        """n calls, each after prepare(): (each call's time in ms, each call's host time in ms).
+        Each call's time includes a read of one element per page of its output: an output whose
+        pages are filled only when first read (a fault handler on a protected mapping) is computed
+        inside the timer, not after it."""
         host = []
         for _ in range(n):
             prepare()
             start = perf_counter()
-            call()
+            _touch(call())
             host.append((perf_counter() - start) * 1e3)
         return list(host), host
 
@@ -164,44 +206,60 @@ class Device:
     def own_code(self, kernels: Sequence[str]) -> bool:
         """Whether the candidate ran code of its own: on a CPU, a library it built is mapped (the
         platform's build cache or torch's extensions, both under the worker's cache folders)."""
-        import os
+        built = own_libraries()
+        return True if built is None else bool(built)  # maps unreadable: no rejection on a guess
 
-        roots = tuple(
-            os.environ[k] for k in ("FORGEBENCH_BUILD_CACHE", "TORCH_EXTENSIONS_DIR", "TMPDIR") if k in os.environ
-        )
+    def library_symbols(self) -> list[str]:
+        """ATen's computation that the candidate's own libraries call by symbol (at::cpu::mul,
+        at::native::...): those calls reach neither the dispatcher nor the profiler."""
+        found: dict[str, None] = {}
+        for library in own_libraries() or []:
+            try:
+                listing = _run(
+                    [_NM, "-D", "-C", "--undefined-only", library], capture_output=True, text=True, timeout=30
+                )
+            except (OSError, ValueError, subprocess.SubprocessError):
+                continue
+            for line in listing.stdout.splitlines():
+                symbol = line.split(None, 1)[-1].strip()
+                if symbol.startswith(_ATEN_NAMESPACES):
+                    found.setdefault(symbol.split("(", 1)[0])
+        return list(found)
+
+    def warm_profiler(self) -> None:
+        """Start and stop the profiler once, before the candidate loads: its threads then exist from
+        the first call on, so their appearance cannot mark the profiled calls (a candidate counting
+        /proc/self/task would see them start on the first unseen call)."""
         try:
-            with open("/proc/self/maps") as maps:
-                return any(line.rstrip().endswith(".so") and line.split()[-1].startswith(roots) for line in maps)
-        except OSError:
-            return True  # nothing to read it by: no rejection on a guess
+            self.busy_ms(lambda: None, [])
+        except Exception:  # a profiler that fails here fails in the unseen calls, which say so
+            pass
 
     def profiler_failure(self) -> str | None:
         """Why busy_ms cannot measure work in this process, or None when it can (or need not)."""
         return None
 
     def escaped_work(self, fn: Callable[..., Any], inputs: Sequence[Any], call_ms: float) -> str | None:
-        """Work still running when forward returns (threads on a CPU), as a sentence, or None.
-
-        Output that still changes after forward returned is escaped work. CPU burnt after it is too,
-        unless it stops: a thread pool spin-waits a while after its work is done (the worker sets
-        the known pools' wait policies to passive, sandbox.py), so only CPU burnt in a second window
-        as well, while the output stands still, counts."""
+        """Work still running when forward returns (threads on a CPU), as a sentence, or None:
+        output that still changes after forward returned, or CPU burnt in the 100 ms after it. A
+        thread pool that spin-waits after its work (OpenBLAS for 100 ms by default) is told not to
+        by every worker's start-up environment (sandbox.QUIET_POOLS), so what burns is the
+        candidate's own."""
         from harness.evaluate import outputs
 
         returned = outputs.leaves(fn(*inputs))
         kept = [t.detach().clone() for t in returned] if not isinstance(returned, str) else []
-        for _ in range(2):
-            before = process_time()
-            sleep(0.1)
-            busy_ms = (process_time() - before) * 1e3
-            if any(not _same(k, t) for k, t in zip(kept, returned)):
-                return "forward's output changed after it returned; work must finish inside forward"
-            if busy_ms <= _ESCAPED_CPU_MS:
-                return None
-        return (
-            f"the process used {busy_ms:.0f} ms of CPU in each of two 100 ms windows after forward returned; "
-            "work must finish inside forward"
-        )
+        before = process_time()
+        sleep(0.1)
+        busy_ms = (process_time() - before) * 1e3
+        if any(not _same(k, t) for k, t in zip(kept, returned)):
+            return "forward's output changed after it returned; work must finish inside forward"
+        if busy_ms > _ESCAPED_CPU_MS:
+            return (
+                f"the process used {busy_ms:.0f} ms of CPU in the 100 ms after forward returned; "
+                "work must finish inside forward"
+            )
+        return None
 
     def environment(self) -> dict[str, Any]:
         """What a result records of the machine it was measured on."""

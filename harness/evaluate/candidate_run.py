@@ -17,13 +17,17 @@ import torch
 
 from harness.devices import Device
 from harness.devices.base import ProfilerFailure
-from harness.evaluate import observers, outputs, timing
+from harness.evaluate import integrity, observers, outputs, timing
 from harness.evaluate.checks import OpRecorder, compare, forbidden_ops, mutated_inputs
 from harness.evaluate.models import build_model, copy_parameters, load_candidate, make_inputs
 from harness.evaluate.reference_run import expected_outputs
 from harness.evaluate.report import WorkerReport
 from harness.evaluate.verdict import Verdict, shorten
 from harness.platforms import build_cache
+
+# The checks' own entry points, bound here at import, before any candidate loads; a candidate that
+# rebinds the module names is caught by _changed, which it cannot rebind unnoticed (integrity.py).
+_snapshot, _changed, _asked = integrity.snapshot, integrity.changed, observers.asked
 
 
 class Watched:
@@ -86,6 +90,20 @@ def _unseen_calls(watched: Watched, ref_model, reference, request: dict, device:
     return (min(busy) if busy else None), list(kernels), first_mismatch
 
 
+def _check_timed_call(kept: list, ref_model, request: dict) -> str | None:
+    """The mismatch of the one timed call kept at random (timing.measure's `kept`), if any."""
+    if not kept:
+        return None
+    inputs, out = kept[0]
+    with torch.no_grad():
+        expected = expected_outputs(ref_model, inputs, request)
+    got = outputs.keep(out)
+    if isinstance(got, str):
+        return f"{got} (on a timed call)"
+    mismatch = compare(expected.outputs, got, request.get("tolerance"), expected.bounds)
+    return f"{mismatch.reason} (on a timed call)" if mismatch else None
+
+
 def _reject_replaced_clocks() -> None:
     replaced = timing.replaced_clocks()
     if replaced:
@@ -125,6 +143,7 @@ def _torch_compute(watched: Watched, kernels: list[str], request: dict, device: 
     of its calls, and library kernels the profiler saw. Under evaluate.torch_ops=forbid any is a
     rejection; under allow they are listed, and a candidate that ran no code of its own is rejected."""
     used = [f"aten.{op}" for op in forbidden_ops(watched.recorder.ops)] + device.library_kernels(kernels)
+    used += [symbol for symbol in device.library_symbols() if symbol not in used]
     if request.get("torch_ops", "forbid") == "forbid":
         if used:
             raise Verdict(
@@ -163,7 +182,10 @@ def run_candidate(request: dict, device: Device, reference) -> WorkerReport:
     phases["inputs_s"] = clock() - start
 
     start = clock()
+    if not request.get("profiler_failure"):
+        device.warm_profiler()
     observers.install()  # before the candidate's code runs, so it can only reach the noting wrappers
+    _snapshot()  # the harness as it is before the candidate's code runs (integrity.py)
     candidate = load_candidate(Path(request["candidate_path"]))
     phases["build_s"] = clock() - start
     notes: dict[str, str] = {}
@@ -178,15 +200,18 @@ def run_candidate(request: dict, device: Device, reference) -> WorkerReport:
         phases["check_s"] = clock() - start
 
         start = clock()
-        measured = timing.measure(watched, timing_sets, device, working=working, **request["timing"])
+        timed_call: list = []
+        measured = timing.measure(watched, timing_sets, device, working=working, kept=timed_call, **request["timing"])
+        timed_mismatch = _check_timed_call(timed_call, ref_model, request)
         # The timed inputs' addresses, given the first check seed's contents: a result cached
         # during timing (by address or by a sample of the contents) shows here as a wrong output.
         timing.load_into(working, make_inputs(reference, request["check_seeds"][0], on))
         kept.append(outputs.keep(watched(*working)))
         busy_ms, kernels, unseen_mismatch = _unseen_calls(watched, ref_model, reference, request, device, working)
+        unseen_mismatch = timed_mismatch or unseen_mismatch
         _reject_replaced_clocks()  # now, while a patch that blinded the profiler is still in place
         problem = _hidden_work(busy_ms, measured.median_ms) or device.escaped_work(watched, working, measured.median_ms)
-        problem = problem or watched.not_plain or observers.asked()
+        problem = problem or watched.not_plain or _asked() or _changed()
         if problem:
             raise Verdict("rejected", problem)
         used = _torch_compute(watched, kernels, request, device)

@@ -36,9 +36,29 @@ QUERIES = (
     "torch.jit.is_tracing",
     "sys.gettrace",
     "sys.getprofile",
+    # Taking the dispatcher's observer off its stack, or the profiler's session from under it.
+    "torch._C._pop_torch_dispatch_stack",
+    "torch._C._push_on_torch_dispatch_stack",
+    "torch._C._set_dispatch_mode",
+    "torch._C._unset_dispatch_mode",
+    "torch._C._autograd._enable_profiler",
+    "torch._C._autograd._disable_profiler",
+    "torch._C._autograd._prepare_profiler",
+    "torch._C._autograd._profiler_type",
+    "torch._C._autograd._kineto_step",
+    # The interpreter's frames by other names than the audit's.
+    "sys._getframe",
+    "traceback.extract_stack",
+    "traceback.walk_stack",
+    "traceback.format_stack",
+    "traceback.print_stack",
+    "inspect.stack",
+    "inspect.currentframe",
+    "inspect.getouterframes",
 )
 
-ASKED: dict[str, None] = {}  # the queries a candidate made, in first-asked order
+ASKED: dict[str, None] = {}
+_OWNERS = ("torch", "sys", "traceback", "inspect")  # the queries a candidate made, in first-asked order
 
 
 def _trusted_roots() -> tuple[str, ...]:
@@ -48,10 +68,13 @@ def _trusted_roots() -> tuple[str, ...]:
     return tuple(str(Path(r).resolve()) + "/" for r in roots) + tuple(roots)
 
 
+_getframe = sys._getframe  # the wrapper's own, before sys._getframe is wrapped too
+
+
 def _wrap(name: str, query, trusted: tuple[str, ...]):
     @functools.wraps(query)
     def watched_query(*args, **kwargs):
-        caller = sys._getframe(1).f_code.co_filename
+        caller = _getframe(1).f_code.co_filename
         if not caller.startswith(trusted):
             ASKED.setdefault(name)
         return query(*args, **kwargs)
@@ -68,7 +91,7 @@ def install() -> None:
     for path in QUERIES:
         module_name, attr = path.rsplit(".", 1)
         try:
-            owner = sys if module_name == "sys" else importlib.import_module(module_name)
+            owner = importlib.import_module(module_name)
         except ImportError:
             continue
         query = getattr(owner, attr, None)
@@ -77,7 +100,7 @@ def install() -> None:
     wrappers = {key: _wrap(path, query, trusted) for key, (path, query) in originals.items()}
     for module in [sys, *list(sys.modules.values())]:
         names = getattr(module, "__dict__", None)
-        if not isinstance(names, dict) or not (getattr(module, "__name__", "") or "").startswith(("torch", "sys")):
+        if not isinstance(names, dict) or not (getattr(module, "__name__", "") or "").startswith(_OWNERS):
             continue
         for name, value in list(names.items()):
             if id(value) in wrappers and value is originals[id(value)][1]:

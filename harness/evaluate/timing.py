@@ -8,6 +8,7 @@ the clocks below are bound to the real functions even if a candidate later patch
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -125,7 +126,12 @@ def load_into(working: Sequence[Any], source: Sequence[Any], roll: int = 0) -> N
 
 class _Runner:
     """Calls fn on the working inputs, refreshed before every call from the next input set rotated
-    by the call count, so a result cached by address or by a sample of the contents never hits."""
+    by a random number of elements, so a result cached by address or by a sample of the contents
+    never hits, and no call's contents follow from the last one's by a shift it could look for.
+
+    One timed call, chosen at random, is kept: its inputs and output, copied once the timer has
+    stopped, for the caller to check (a forward that can tell timed calls apart and skips work in
+    them is wrong there)."""
 
     def __init__(
         self,
@@ -140,16 +146,39 @@ class _Runner:
         self.host_ms: list[float] = []  # each call's host time, from the last run
         self.lead_cycles = 0  # device cycles spun before each start event
         self.flush = device.flush_buffer()
+        self.keep_call: int | None = None  # the call (by count) whose inputs and output are kept
+        self.kept: tuple[list[Any], Any] | None = None
+        self._last: Any = None
+
+    def _keep_last(self) -> None:
+        if self.keep_call is not None and self.calls == self.keep_call and self.kept is None:
+            self.kept = (clone_inputs(self.working), _copy(self._last))
 
     def _prepare(self) -> None:
-        load_into(self.working, self.input_sets[self.calls % len(self.input_sets)], roll=self.calls)
+        self._keep_last()  # the previous call's, before its inputs are overwritten
+        roll = int.from_bytes(os.urandom(4), "little")
+        load_into(self.working, self.input_sets[self.calls % len(self.input_sets)], roll=roll)
         self.calls += 1
         if self.flush is not None:
             flush_l2(self.flush, self.flush_mode)
 
+    def _call(self) -> Any:
+        self._last = self.fn(*self.working)
+        return self._last
+
     def run(self, n: int) -> list[float]:
-        times, self.host_ms = self.device.time_calls(self._prepare, lambda: self.fn(*self.working), n, self.lead_cycles)
+        times, self.host_ms = self.device.time_calls(self._prepare, self._call, n, self.lead_cycles)
+        self._keep_last()
+        self._last = None
         return times
+
+
+def _copy(output: Any) -> Any:
+    if type(output) is torch.Tensor:  # a subclass is not copied by its own hooks: Watched names it
+        return output.detach().clone()
+    if isinstance(output, (list, tuple)):
+        return [_copy(v) for v in output]
+    return output
 
 
 def measure(
@@ -163,6 +192,7 @@ def measure(
     working: list[Any] | None = None,
     gpu_lead: bool = False,
     flush: str = L2_FLUSH,
+    kept: list | None = None,
 ) -> Timing:
     """Median time of fn over enough calls to fill budget_ms; inputs live in `working` (a clone of
     the first set unless given) and take the next set's contents before each call.
@@ -171,7 +201,8 @@ def measure(
     call takes the host to issue, so the call's launches are queued before the GPU reaches the event
     and the events time the call's GPU work, as in a model whose host runs ahead; without it, a call
     whose host time exceeds its kernels' time is timed at its host time. Host time beyond
-    _MAX_LEAD_MS still counts. `flush` is how the L2 is emptied before each call (see flush_l2)."""
+    _MAX_LEAD_MS still counts. `flush` is how the L2 is emptied before each call (see flush_l2).
+    Given `kept`, one timed call's (inputs, output) are appended to it."""
     if not input_sets:
         raise ValueError("measure needs at least one input set")
     device = devices.of(device)
@@ -184,7 +215,11 @@ def measure(
         lead_ms = min(_MAX_LEAD_MS, 1.25 * statistics.median(runner.host_ms) + 0.01)
         runner.lead_cycles = int(lead_ms * device.cycles_per_ms())
     runs = max(min_runs, min(max_runs, int(budget_ms / estimate)))
+    if kept is not None:  # one of the timed calls, at random, kept for the caller to check
+        runner.keep_call = runner.calls + 1 + int.from_bytes(os.urandom(4), "little") % runs
     samples = sorted(runner.run(runs))
+    if kept is not None and runner.kept is not None:
+        kept.append(runner.kept)
     quantile = lambda q: samples[min(len(samples) - 1, int(q * len(samples)))]
     if device.asynchronous:
         # Host time from a few calls issued to an idle queue: in the long run a GPU-bound call fills

@@ -38,6 +38,10 @@ APPENDED = {
     "uses_torch_when_unobserved",
     "asks_if_observed",
     "torch_on_a_thread",
+    "patches_the_harness",
+    "skips_work_when_timed",
+    "pops_the_recorder",
+    "torch_until_profiled",
 }
 # Evaluated by the shared evaluator in the background; each test's name starts with its candidate's.
 BACKGROUND = (
@@ -63,6 +67,10 @@ BACKGROUND = (
     "uses_torch_when_unobserved",
     "asks_if_observed",
     "torch_on_a_thread",
+    "patches_the_harness",
+    "skips_work_when_timed",
+    "pops_the_recorder",
+    "torch_until_profiled",
 )
 HANG_TIMEOUT_S = 20
 
@@ -389,3 +397,30 @@ def test_torch_on_a_thread_is_rejected_by_the_profiler_on_every_thread(planted):
     result = planted["torch_on_a_thread"].result()
     assert result.verdict == "rejected", result.to_json()
     assert "aten." in result.reason and "PyTorch compute ops" in result.reason
+
+
+# Found by a review that broke the first version of round 2 (each got `correct` then).
+
+
+def test_patches_the_harness_is_rejected_naming_what_it_rebound(planted):
+    result = planted["patches_the_harness"].result()
+    assert result.verdict == "rejected", result.to_json()
+    assert "changed the harness" in result.reason and "_torch_compute" in result.reason
+
+
+def test_skips_work_when_timed_is_incorrect_on_the_timed_call_kept(planted):
+    result = planted["skips_work_when_timed"].result()
+    assert result.verdict == "incorrect", result.to_json()
+    assert "on a timed call" in result.reason
+
+
+def test_pops_the_recorder_is_rejected_for_taking_the_observer_off(planted):
+    result = planted["pops_the_recorder"].result()
+    assert result.verdict == "rejected", result.to_json()
+    assert "_pop_torch_dispatch_stack" in result.reason
+
+
+def test_torch_until_profiled_is_rejected_because_the_profiler_was_warm_from_the_start(planted):
+    result = planted["torch_until_profiled"].result()
+    assert result.verdict == "rejected", result.to_json()
+    assert "PyTorch compute ops" in result.reason

@@ -343,3 +343,24 @@ def test_regrade_grades_a_folder_of_solutions_with_claims_beside_the_measured(tm
     assert rows["level_1_problem_2_sample_0_kernel.py"]["problem"] == "2_Conv_ReLU"
     assert "aten.convolution" in rows["level_1_problem_2_sample_0_kernel.py"]["torch_ops"]
     assert report.read_text().startswith("2 solutions regraded")
+
+
+def test_aten_called_by_symbol_from_a_built_library_is_named(tmp_path, monkeypatch):
+    # at::cpu:: and at::native:: calls reach neither the dispatcher nor the profiler: a library the
+    # candidate built that calls them shows by its undefined symbols.
+    import ctypes
+
+    from harness import devices
+
+    monkeypatch.setenv("FORGEBENCH_BUILD_CACHE", str(tmp_path))
+    provider, user = tmp_path / "libprovider.so", tmp_path / "libuser.so"
+    (tmp_path / "provider.cpp").write_text("namespace at { namespace cpu { int fake_mul(int x) { return 2 * x; } } }")
+    (tmp_path / "user.cpp").write_text(
+        "namespace at { namespace cpu { int fake_mul(int); } }\n"
+        'extern "C" int twice(int x) { return at::cpu::fake_mul(x); }'
+    )
+    for source, library in ((tmp_path / "provider.cpp", provider), (tmp_path / "user.cpp", user)):
+        subprocess.run(["g++", "-shared", "-fPIC", str(source), "-o", str(library)], check=True)
+    ctypes.CDLL(str(provider), mode=ctypes.RTLD_GLOBAL)
+    assert ctypes.CDLL(str(user)).twice(21) == 42
+    assert "at::cpu::fake_mul" in devices.load("cpu").library_symbols()

@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from harness.evaluate import outputs
+
 # The host's clock, bound before any candidate can patch `time`.
 perf_counter = time.perf_counter
 _tensor_sum = torch.Tensor.sum
@@ -66,13 +68,12 @@ _PAGE = 4096
 
 
 def _touch(output: Any) -> None:
-    """Read one element of every page of the output's tensors."""
-    if type(output) is torch.Tensor:  # a subclass's hooks are not run for it: Watched names it
-        if output.numel() and output.device.type == "cpu":
-            _tensor_sum(output.reshape(-1)[:: max(1, _PAGE // output.element_size())])
-    elif isinstance(output, (list, tuple)):
-        for item in output:
-            _touch(item)
+    """Read one element of every page of the output's tensors (plain ones: a subclass's hooks are
+    not run for it, Watched names it)."""
+    found = outputs.leaves(output)
+    for tensor in [] if isinstance(found, str) else found:
+        if tensor.numel() and tensor.device.type == "cpu":
+            _tensor_sum(tensor.reshape(-1)[:: max(1, _PAGE // tensor.element_size())])
 
 
 class ProfilerFailure(RuntimeError):
@@ -245,8 +246,6 @@ class Device:
         thread pool that spin-waits after its work (OpenBLAS for 100 ms by default) is told not to
         by every worker's start-up environment (sandbox.QUIET_POOLS), so what burns is the
         candidate's own."""
-        from harness.evaluate import outputs
-
         returned = outputs.leaves(fn(*inputs))
         kept = [t.detach().clone() for t in returned] if not isinstance(returned, str) else []
         before = process_time()

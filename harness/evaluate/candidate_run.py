@@ -63,8 +63,6 @@ def _unseen_calls(watched: Watched, ref_model, reference, request: dict, device:
     on = device.torch_device()
     for _ in range(request.get("unseen_calls", 0)):
         inputs = make_inputs(reference, int.from_bytes(os.urandom(4), "little"), on)
-        with torch.no_grad():
-            expected = expected_outputs(ref_model, inputs, request)
         timing.load_into(working, inputs)
         if not profile:
             out = watched(*working)
@@ -80,28 +78,21 @@ def _unseen_calls(watched: Watched, ref_model, reference, request: dict, device:
             if ms is not None:
                 busy.append(ms)
             kernels.update(dict.fromkeys(ran))
-        got = outputs.keep(out)  # or why forward's result holds no plain tensors
-        mismatch = (
-            None if isinstance(got, str) else compare(expected.outputs, got, request.get("tolerance"), expected.bounds)
-        )
-        reason = got if isinstance(got, str) else getattr(mismatch, "reason", None)
-        if reason and first_mismatch is None:
-            first_mismatch = f"{reason} (on an input drawn after timing)"
+        if first_mismatch is None:
+            first_mismatch = _mismatch(ref_model, inputs, out, request, "an input drawn after timing")
     return (min(busy) if busy else None), list(kernels), first_mismatch
 
 
-def _check_timed_call(kept: list, ref_model, request: dict) -> str | None:
-    """The mismatch of the one timed call kept at random (timing.measure's `kept`), if any."""
-    if not kept:
-        return None
-    inputs, out = kept[0]
+def _mismatch(ref_model, inputs: list[Any], out: Any, request: dict, where: str) -> str | None:
+    """Why `out`, a candidate call's output on `inputs`, is wrong (checked here, against the
+    reference run on the same inputs), naming the call; None when it is right."""
+    got = outputs.keep(out)  # or why forward's result holds no plain tensors
+    if isinstance(got, str):
+        return f"{got} (on {where})"
     with torch.no_grad():
         expected = expected_outputs(ref_model, inputs, request)
-    got = outputs.keep(out)
-    if isinstance(got, str):
-        return f"{got} (on a timed call)"
     mismatch = compare(expected.outputs, got, request.get("tolerance"), expected.bounds)
-    return f"{mismatch.reason} (on a timed call)" if mismatch else None
+    return f"{mismatch.reason} (on {where})" if mismatch else None
 
 
 def _reject_replaced_clocks() -> None:
@@ -202,7 +193,7 @@ def run_candidate(request: dict, device: Device, reference) -> WorkerReport:
         start = clock()
         timed_call: list = []
         measured = timing.measure(watched, timing_sets, device, working=working, kept=timed_call, **request["timing"])
-        timed_mismatch = _check_timed_call(timed_call, ref_model, request)
+        timed_mismatch = _mismatch(ref_model, *timed_call[0], request, "a timed call") if timed_call else None
         # The timed inputs' addresses, given the first check seed's contents: a result cached
         # during timing (by address or by a sample of the contents) shows here as a wrong output.
         timing.load_into(working, make_inputs(reference, request["check_seeds"][0], on))

@@ -102,11 +102,11 @@ def tolerance_for(dtype: torch.dtype, override: dict | None = None) -> tuple[flo
     return float(override.get("atol", atol)), float(override.get("rtol", rtol))
 
 
-def _flatten(output: object) -> list[torch.Tensor]:
+def flatten(output: object) -> list[torch.Tensor]:
     if isinstance(output, torch.Tensor):
         return [output]
     if isinstance(output, (list, tuple)):
-        return [t for item in output for t in _flatten(item)]
+        return [t for item in output for t in flatten(item)]
     raise TypeError(f"forward returned {type(output).__name__}; expected a tensor or a tuple of tensors")
 
 
@@ -136,7 +136,7 @@ def compare(
     """None when actual matches expected, else what differs: within each element's bound where the
     reference derived them (tolerance.py), else within the dtype's fixed atol + rtol * |expected|."""
     try:
-        want, got = _flatten(expected), _flatten(actual)
+        want, got = flatten(expected), flatten(actual)
     except TypeError as exc:
         return Mismatch(str(exc))
     if len(want) != len(got):
@@ -181,7 +181,7 @@ def compare(
 def near_constant(outputs: list[object], tolerance: dict | None = None) -> str | None:
     """Why the task cannot tell a real kernel from a constant, or None: every output of the
     reference varies by less than its tolerance, so returning zeros (or any constant) would pass."""
-    tensors = [t for o in outputs for t in _flatten(o)]
+    tensors = [t for o in outputs for t in flatten(o)]
     for t in tensors:
         atol, _ = tolerance_for(t.dtype, tolerance)
         values = t.detach().double()

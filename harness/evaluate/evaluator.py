@@ -199,6 +199,14 @@ class Evaluator:
             self._references[task.id] = _Reference(folder / "outputs.bin", folder / "bounds.bin", report)
         return self._references[task.id]
 
+    def _candidate_folder(self, kind: str, task: Task, candidate_source: str) -> Path:
+        """A new folder under work_dir/<kind>/<task>/ holding the candidate's source."""
+        digest = hashlib.sha256(candidate_source.encode()).hexdigest()[:16]
+        folder = self.work_dir / kind / task.id / f"{digest}-{time.time_ns()}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "candidate.py").write_text(candidate_source)
+        return folder
+
     def release(self, task: Task) -> None:
         """Forget the task's reference and delete its expected outputs, once no candidate of it is
         left to judge: a suite of many GPU tasks would otherwise keep gigabytes on disk."""
@@ -209,10 +217,7 @@ class Evaluator:
 
     def evaluate(self, task: Task, candidate_source: str, profile: bool = False) -> EvalResult:
         reference = self.reference(task)
-        digest = hashlib.sha256(candidate_source.encode()).hexdigest()[:16]
-        folder = self.work_dir / "candidates" / task.id / f"{digest}-{time.time_ns()}"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "candidate.py").write_text(candidate_source)
+        folder = self._candidate_folder("candidates", task, candidate_source)
         started = time.perf_counter()
         request = self._request(
             task,
@@ -243,10 +248,7 @@ class Evaluator:
     def build(self, task: Task, candidate_source: str) -> EvalResult | None:
         """Build the candidate's kernels in a sandboxed worker, filling the build caches, without
         checking or timing it: None when it built, else the result of its failure."""
-        digest = hashlib.sha256(candidate_source.encode()).hexdigest()[:16]
-        folder = self.work_dir / "builds" / task.id / f"{digest}-{time.time_ns()}"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "candidate.py").write_text(candidate_source)
+        folder = self._candidate_folder("builds", task, candidate_source)
         request = self._request(task, "build", folder, candidate_path=str(folder / "candidate.py"))
         report = self._run(request, folder, self.settings.timeout_s, task)
         if report.verdict == "correct":

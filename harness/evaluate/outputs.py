@@ -63,13 +63,13 @@ def leaves(output: Any) -> list[torch.Tensor] | str:
         reason = not_plain(output)
         return reason if reason else [output]
     if isinstance(output, (list, tuple)):
-        leaves: list[torch.Tensor] = []
+        found: list[torch.Tensor] = []
         for item in output:
             inner = leaves(item)
             if isinstance(inner, str):
                 return inner
-            leaves += inner
-        return leaves
+            found += inner
+        return found
     return f"forward returned {type(output).__name__}; expected a tensor or a tuple of tensors"
 
 

@@ -19,6 +19,7 @@ import torch
 
 from harness import devices
 from harness.devices import Device
+from harness.evaluate import outputs
 
 _perf_counter = time.perf_counter
 # The L2 flush's own methods: a candidate that patches Tensor.sum must not skip the flush.
@@ -152,7 +153,7 @@ class _Runner:
 
     def _keep_last(self) -> None:
         if self.keep_call is not None and self.calls == self.keep_call and self.kept is None:
-            self.kept = (clone_inputs(self.working), _copy(self._last))
+            self.kept = (clone_inputs(self.working), outputs.keep(self._last))
 
     def _prepare(self) -> None:
         self._keep_last()  # the previous call's, before its inputs are overwritten
@@ -171,14 +172,6 @@ class _Runner:
         self._keep_last()
         self._last = None
         return times
-
-
-def _copy(output: Any) -> Any:
-    if type(output) is torch.Tensor:  # a subclass is not copied by its own hooks: Watched names it
-        return output.detach().clone()
-    if isinstance(output, (list, tuple)):
-        return [_copy(v) for v in output]
-    return output
 
 
 def measure(

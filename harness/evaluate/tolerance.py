@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 
+from harness.evaluate.checks import flatten, tolerance_for
+
 # How many times eager's own error an honest reordering may reach.
 KAPPA = 4.0
 # Eager's error relative to the magnitudes beyond which fp64 and eager disagree for another reason
@@ -49,12 +51,6 @@ def _double(value: Any, magnitude: bool) -> Any:
     return value
 
 
-def _leaves(output: Any) -> list[torch.Tensor]:
-    if isinstance(output, torch.Tensor):
-        return [output]
-    return [t for item in output for t in _leaves(item)]
-
-
 def _run(model: torch.nn.Module, inputs: list[Any], magnitude: bool) -> list[torch.Tensor]:
     wide = copy.deepcopy(model).to(torch.float64)
     if magnitude:
@@ -63,7 +59,7 @@ def _run(model: torch.nn.Module, inputs: list[Any], magnitude: bool) -> list[tor
                 if tensor.is_floating_point():
                     tensor.abs_()
     with torch.no_grad():
-        return _leaves(wide(*[_double(v, magnitude) for v in inputs]))
+        return flatten(wide(*[_double(v, magnitude) for v in inputs]))
 
 
 def fixed(eager: list[torch.Tensor]) -> Expected:
@@ -82,8 +78,6 @@ def derive(model: torch.nn.Module, inputs: list[Any], eager: list[torch.Tensor],
 
 
 def _derive(model: torch.nn.Module, inputs: list[Any], eager: list[torch.Tensor], tolerance: dict | None) -> Expected:
-    from harness.evaluate.checks import tolerance_for
-
     if not eager or not all(t.is_floating_point() and t.dtype != torch.float64 for t in eager):
         return fixed(eager)
     try:

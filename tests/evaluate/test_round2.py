@@ -364,3 +364,11 @@ def test_aten_called_by_symbol_from_a_built_library_is_named(tmp_path, monkeypat
     ctypes.CDLL(str(provider), mode=ctypes.RTLD_GLOBAL)
     assert ctypes.CDLL(str(user)).twice(21) == 42
     assert "at::cpu::fake_mul" in devices.load("cpu").library_symbols()
+
+
+def test_a_forward_returning_a_tuple_is_read_as_its_tensors():
+    from harness.evaluate import outputs
+
+    first, second = torch.ones(2), torch.zeros(3)
+    assert outputs.leaves((first, [second])) == [first, second]
+    assert "Carrier" in outputs.leaves((first, first.as_subclass(type("Carrier", (torch.Tensor,), {}))))

@@ -141,6 +141,9 @@ class Device:
     # harness calls its own copies, bound at import). The profiler's C API is not among them: the
     # worker wraps it to note a candidate that calls it (observers.py).
     watched: tuple[str, ...] = ()
+    # Whether another process can open this device's tensors in place (export/opened): then a
+    # candidate's outputs reach the judge without a file (handover.py).
+    shares_memory = False
 
     def torch_device(self) -> torch.device:
         return torch.device(self.torch_type)
@@ -277,6 +280,15 @@ class Device:
     def driver(self) -> str:
         """The device driver's version, as a run's `env.driver` tag records it."""
         return "none"
+
+    def export(self, t: torch.Tensor) -> dict:
+        """A contiguous tensor as a description another process opens with opened(); where
+        shares_memory is False there is none."""
+        raise NotImplementedError(f"{self.name} tensors cannot be opened by another process")
+
+    def opened(self, entries: list[dict], dtypes: dict[str, torch.dtype]):
+        """A context manager: the tensors that export() described, in place, while it lasts."""
+        raise NotImplementedError(f"{self.name} tensors cannot be opened by another process")
 
     def empty_cache(self) -> None:
         """Give back memory the allocator keeps cached (between tasks of very different sizes)."""

@@ -16,6 +16,7 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity
 
+from harness.devices import cuda_ipc
 from harness.devices.base import Ceilings, Device, ProfilerFailure, perf_counter, profiled
 
 _synchronize = torch.cuda.synchronize
@@ -102,6 +103,7 @@ class CudaDevice(Device):
         "torch.autograd.profiler.profile.__exit__",
     )
     profile_kind = "device"
+    shares_memory = True
     profiled_event_type = DeviceType.CUDA
 
     def __init__(self) -> None:
@@ -269,6 +271,12 @@ class CudaDevice(Device):
         except (OSError, subprocess.TimeoutExpired):
             return "none"
         return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else "none"
+
+    def export(self, t: torch.Tensor) -> dict:
+        return cuda_ipc.export(t)
+
+    def opened(self, entries: list[dict], dtypes: dict[str, torch.dtype]):
+        return cuda_ipc.opened(entries, dtypes)
 
     def empty_cache(self) -> None:
         torch.cuda.empty_cache()

@@ -17,7 +17,7 @@ import torch
 
 from harness.devices import Device
 from harness.devices.base import ProfilerFailure
-from harness.evaluate import integrity, observers, outputs, timing
+from harness.evaluate import handover, integrity, observers, outputs, timing
 from harness.evaluate.checks import OpRecorder, compare, forbidden_ops, mutated_inputs
 from harness.evaluate.models import build_model, copy_parameters, load_candidate, make_inputs
 from harness.evaluate.reference_run import expected_outputs
@@ -214,7 +214,9 @@ def run_candidate(request: dict, device: Device, reference) -> WorkerReport:
         reason = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-3)}"
         raise Verdict("runtime_error", shorten(reason)) from exc
     start = clock()
-    outputs.write(Path(request["outputs_path"]), kept)
+    folder = Path(request["outputs_path"]).parent
+    if not (request.get("share_outputs") and handover.offer(kept, folder, device, outputs.DTYPES)):
+        outputs.write(Path(request["outputs_path"]), kept)
     phases["save_s"] = clock() - start
     builds = build_cache.BUILDS
     report = WorkerReport(

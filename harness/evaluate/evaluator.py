@@ -16,7 +16,7 @@ from pathlib import Path
 
 from harness import devices
 from harness.errors import ForgeBenchError
-from harness.evaluate import baselines, confine, ncu, stdlib_copy, verdict
+from harness.evaluate import baselines, confine, handover, ncu, stdlib_copy, verdict
 from harness.evaluate.footprint import check_fits
 from harness.evaluate.report import WorkerReport
 from harness.evaluate.result import EvalResult
@@ -219,6 +219,7 @@ class Evaluator:
         reference = self.reference(task)
         folder = self._candidate_folder("candidates", task, candidate_source)
         started = time.perf_counter()
+        watch = self._watch(task, reference, folder)
         request = self._request(
             task,
             "candidate",
@@ -226,11 +227,24 @@ class Evaluator:
             candidate_path=str(folder / "candidate.py"),
             profile=profile,
             profiler_failure=reference.report.profiler_failure,
+            share_outputs=watch is not None,
         )
         try:
-            report = self._run(request, folder, self.settings.timeout_s, task)
+            if watch is not None:
+                watch.start()
+            try:
+                report = self._run(request, folder, self.settings.timeout_s, task)
+            finally:
+                if watch is not None:
+                    watch.stop()
             worker_s = time.perf_counter() - started
-            result = self._judge(task, report, reference, folder)
+            if watch is not None and watch.unshared:
+                logging.getLogger(__name__).warning(
+                    "task '%s': outputs not handed over in device memory (%s); compared through a file",
+                    task.id,
+                    watch.unshared,
+                )
+            result = self._judge(task, report, reference, folder, watch.answer if watch else None)
         finally:
             # Judged: its outputs (up to several hundred MB on a GPU task) are not kept; the source is.
             _discard(folder / "outputs.bin")
@@ -297,7 +311,35 @@ class Evaluator:
             self._ncu_refused = reason = ncu.failure(report)
         return {"error": reason}
 
-    def _judge(self, task: Task, report: WorkerReport, reference: _Reference, folder: Path) -> EvalResult:
+    def _pairs(self) -> list[tuple[int, int, str]]:
+        """Which expected call each of the candidate's kept outputs is compared with: the check
+        seeds', then the call after timing (on the first check seed's contents)."""
+        seeds = self.settings.check_seeds
+        pairs = [(i, i, f"input seed {seed}") for i, seed in enumerate(seeds)]
+        return pairs + [(0, len(seeds), f"the call after timing, input seed {seeds[0]}")]
+
+    def _watch(self, task: Task, reference: _Reference, folder: Path) -> handover.Watch | None:
+        """A watch that has the judge compare the candidate's outputs in device memory, where the
+        device allows it and the outputs are big enough to be worth it (evaluate.device_outputs_mb)."""
+        limit_mb = self.settings.device_outputs_mb
+        if not self._device.shares_memory or limit_mb is None:
+            return None
+        try:
+            size_mb = reference.outputs_path.stat().st_size / 1e6
+        except OSError:
+            return None
+        if size_mb < limit_mb:
+            return None
+        return handover.Watch(
+            folder,
+            lambda shared: self._judge_process.compare(
+                reference.outputs_path, reference.bounds_path, shared, self._pairs(), task.tolerance
+            ),
+        )
+
+    def _judge(
+        self, task: Task, report: WorkerReport, reference: _Reference, folder: Path, shared: dict | None = None
+    ) -> EvalResult:
         if report.harness_fault and importlib.util.find_spec(report.harness_fault.split(".")[0]):
             # The module exists for the harness, so the worker's failure to import it is ours: the
             # task errors with the reason rather than the candidate taking a verdict for it.
@@ -322,15 +364,12 @@ class Evaluator:
         if report.timing is None:
             return self._set(result, verdict.of_unusable_report("a correct verdict without a timing"))
         started = time.perf_counter()
-        # The candidate's outputs: the check seeds', then the call after timing (on the first
-        # check seed's contents).
-        seeds = self.settings.check_seeds
-        pairs = [(i, i, f"input seed {seed}") for i, seed in enumerate(seeds)]
-        pairs += [(0, len(seeds), f"the call after timing, input seed {seeds[0]}")]
-        judged = self._judge_process.compare(
-            reference.outputs_path, reference.bounds_path, folder / "outputs.bin", pairs, task.tolerance
+        # Compared already, in device memory, while the worker waited (handover.py); else its file.
+        judged = shared or self._judge_process.compare(
+            reference.outputs_path, reference.bounds_path, folder / "outputs.bin", self._pairs(), task.tolerance
         )
-        result.phases["compare_s"] = time.perf_counter() - started
+        if shared is None:
+            result.phases["compare_s"] = time.perf_counter() - started
         wrong = verdict.of_judgement(judged, report.unseen_mismatch)
         if wrong:
             return self._set(result, wrong)

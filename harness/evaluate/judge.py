@@ -41,19 +41,40 @@ class _Expected:
         self.degenerate = near_constant(self.calls, tolerance)
 
 
-def _judge(request: dict, cache: OrderedDict, device) -> dict:
-    from harness.evaluate import outputs
-    from harness.evaluate.checks import compare
-
+def _expected(request: dict, cache: OrderedDict, device) -> _Expected:
     key = (request["expected"], json.dumps(request["tolerance"], sort_keys=True))
     if key not in cache:
         cache[key] = _Expected(Path(request["expected"]), Path(request["bounds"]), device, request["tolerance"])
         while len(cache) > _KEEP_TASKS:
             cache.popitem(last=False)
     cache.move_to_end(key)
-    expected = cache[key]
+    return cache[key]
+
+
+def _calls_needed(request: dict) -> int:
+    return max(a for _, a, _ in request["pairs"]) + 1 if request["pairs"] else 0
+
+
+def _compare(expected: _Expected, actual: list, request: dict) -> dict:
+    from harness.evaluate.checks import compare
+
+    if len(actual) < _calls_needed(request):
+        return {"unreadable": f"it holds {len(actual)} calls' outputs; the worker writes {_calls_needed(request)}"}
+    for want, got, label in request["pairs"]:
+        if isinstance(actual[got], str):
+            return {"mismatch": f"{actual[got]} (on {label})"}
+        mismatch = compare(expected.calls[want], actual[got], request["tolerance"], expected.bounds[want])
+        if mismatch:
+            return {"mismatch": f"{mismatch.reason} (on {label})"}
+    return {"mismatch": None, "degenerate": expected.degenerate}
+
+
+def _judge(request: dict, cache: OrderedDict, device) -> dict:
+    from harness.evaluate import outputs
+
+    expected = _expected(request, cache, device)
     actual_path = Path(request["actual"])
-    calls_needed = max(a for _, a, _ in request["pairs"]) + 1 if request["pairs"] else 0
+    calls_needed = _calls_needed(request)
     limit = expected.nbytes * max(calls_needed, 1) + _SLACK_BYTES * (calls_needed + 1)
     try:
         size = actual_path.stat().st_size
@@ -65,15 +86,37 @@ def _judge(request: dict, cache: OrderedDict, device) -> dict:
         actual = outputs.read(actual_path, device)
     except outputs.UnreadableOutputs as exc:
         return {"unreadable": str(exc)}
-    if len(actual) < calls_needed:
-        return {"unreadable": f"it holds {len(actual)} calls' outputs; the worker writes {calls_needed}"}
-    for want, got, label in request["pairs"]:
-        if isinstance(actual[got], str):
-            return {"mismatch": f"{actual[got]} (on {label})"}
-        mismatch = compare(expected.calls[want], actual[got], request["tolerance"], expected.bounds[want])
-        if mismatch:
-            return {"mismatch": f"{mismatch.reason} (on {label})"}
-    return {"mismatch": None, "degenerate": expected.degenerate}
+    return _compare(expected, actual, request)
+
+
+def _judge_shared(request: dict, cache: OrderedDict, adapter) -> dict:
+    """The same comparison, of outputs a worker handed over in device memory (handover.py): opened
+    in place, never copied. {"unshared": why} when they cannot be opened, and the worker writes
+    its file instead; {"unreadable": why} when the description is not one a worker writes."""
+    from harness.evaluate import outputs
+
+    expected = _expected(request, cache, adapter.torch_device())
+    entries, shape = [], []
+    try:
+        for call in request["shared"]["calls"][: _calls_needed(request)]:
+            if "error" in call:
+                shape.append(str(call["error"]))
+            else:
+                shape.append(len(call["tensors"]))
+                entries += list(call["tensors"])
+        with adapter.opened(entries, outputs.DTYPES) as tensors:
+            actual, at = [], 0
+            for call in shape:
+                if isinstance(call, str):
+                    actual.append(call)
+                else:
+                    actual.append(tensors[at : at + call])
+                    at += call
+            return _compare(expected, actual, request)
+    except (KeyError, TypeError, ValueError) as exc:
+        return {"unreadable": f"its description of its outputs: {type(exc).__name__}: {exc}"}
+    except RuntimeError as exc:  # the driver refused (IpcFailure) or the mapping failed
+        return {"unshared": f"{type(exc).__name__}: {exc}"}
 
 
 def serve(device_name: str) -> None:
@@ -83,14 +126,16 @@ def serve(device_name: str) -> None:
     from harness.evaluate.confine import make_undumpable
 
     make_undumpable()  # its memory holds every task's expected outputs
-    device = devices.load(device_name).torch_device()
+    adapter = devices.load(device_name)
+    device = adapter.torch_device()
     torch.set_grad_enabled(False)
     cache: OrderedDict = OrderedDict()
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
         try:
-            answer = _judge(request, cache, device)
+            shared = "shared" in request
+            answer = _judge_shared(request, cache, adapter) if shared else _judge(request, cache, device)
         except Exception as exc:  # the harness's own failure (a missing file, device memory): said, not hidden
             answer = {"error": f"{type(exc).__name__}: {exc}"}
         print(json.dumps(answer), flush=True)
@@ -120,17 +165,20 @@ class Judge:
         return proc
 
     def compare(
-        self, expected: Path, bounds: Path, actual: Path, pairs: list[tuple[int, int, object]], tolerance: dict
+        self,
+        expected: Path,
+        bounds: Path,
+        actual: Path | dict,
+        pairs: list[tuple[int, int, object]],
+        tolerance: dict,
     ) -> dict:
-        """{"mismatch": reason or None, "degenerate": reason or None}, or {"unreadable": reason}."""
+        """{"mismatch": reason or None, "degenerate": reason or None}, or {"unreadable": reason}, of
+        the outputs in the file `actual` or, when it is a worker's description of its outputs in
+        device memory (handover.py), of those ({"unshared": why} when they cannot be opened)."""
+        where = {"shared": actual} if isinstance(actual, dict) else {"actual": str(actual)}
+        label = "outputs handed over in device memory" if isinstance(actual, dict) else str(actual)
         request = json.dumps(
-            {
-                "expected": str(expected),
-                "bounds": str(bounds),
-                "actual": str(actual),
-                "pairs": pairs,
-                "tolerance": tolerance,
-            }
+            {"expected": str(expected), "bounds": str(bounds), **where, "pairs": pairs, "tolerance": tolerance}
         )
         with self._lock:
             for _ in range(2):
@@ -146,10 +194,10 @@ class Judge:
                     break
                 self._proc = None  # it died mid-request (out of memory?): start a fresh one once
             else:
-                raise ForgeBenchError(f"the judge process died twice comparing {actual}; see the log above")
+                raise ForgeBenchError(f"the judge process died twice comparing {label}; see the log above")
         result = json.loads(answer)
         if "error" in result:
-            raise ForgeBenchError(f"the judge could not compare {actual} with {expected}: {result['error']}")
+            raise ForgeBenchError(f"the judge could not compare {label} with {expected}: {result['error']}")
         return result
 
     def close(self) -> None:

@@ -57,15 +57,31 @@ QUERIES = (
     "inspect.getouterframes",
 )
 
-ASKED: dict[str, None] = {}
-_OWNERS = ("torch", "sys", "traceback", "inspect")  # the queries a candidate made, in first-asked order
+ASKED: dict[str, str] = {}  # the queries a candidate made, in first-asked order, with the file that asked
+_OWNERS = ("torch", "sys", "traceback", "inspect")
 
 
 def _trusted_roots() -> tuple[str, ...]:
+    """Where code is the installation's, not the candidate's: the interpreter's prefixes, the
+    harness, and every folder on sys.path before the candidate loads (a package installed in a
+    venv, for the user, or on PYTHONPATH: typing_extensions asks for frames whenever a TypeVar is
+    made), except the worker's own folder and temporary folder, which the candidate can write."""
+    import os
+
     import harness
 
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(harness.__file__).resolve().parent)}
-    return tuple(str(Path(r).resolve()) + "/" for r in roots) + tuple(roots)
+    # os.path's, not pathlib's: they answer False, not PermissionError, for a folder nobody may read.
+    places = (os.getcwd(), os.environ.get("TMPDIR"), os.environ.get("HOME"))
+    writable = [os.path.realpath(p) for p in places if p]
+    for entry in sys.path:
+        if not entry or not os.path.isdir(entry):
+            continue
+        path = os.path.realpath(entry)
+        if not any(path == w or path.startswith(w.rstrip("/") + "/") for w in writable):
+            roots.add(entry)
+    resolved = {os.path.realpath(r) for r in roots}
+    return tuple(sorted({r.rstrip("/") + "/" for r in roots | resolved}))
 
 
 _getframe = sys._getframe  # the wrapper's own, before sys._getframe is wrapped too
@@ -76,7 +92,7 @@ def _wrap(name: str, query, trusted: tuple[str, ...]):
     def watched_query(*args, **kwargs):
         caller = _getframe(1).f_code.co_filename
         if not caller.startswith(trusted):
-            ASKED.setdefault(name)
+            ASKED.setdefault(name, caller)
         return query(*args, **kwargs)
 
     return watched_query
@@ -112,6 +128,7 @@ def asked() -> str | None:
     if not ASKED:
         return None
     return (
-        f"the candidate asked whether it is observed ({', '.join(ASKED)}); every call of it is observed "
+        f"the candidate asked whether it is observed ({', '.join(f'{q} from {f}' for q, f in ASKED.items())}); "
+        "every call of it is observed "
         "alike, and a kernel that changes what it does when watched is not allowed"
     )

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-_DTYPES = {
+DTYPES = {
     str(d).removeprefix("torch."): d
     for d in (
         torch.float64,
@@ -88,7 +88,7 @@ def write(path: Path, calls: list[list[torch.Tensor] | str]) -> None:
             continue
         described = []
         for t in call:
-            if str(t.dtype).removeprefix("torch.") not in _DTYPES:
+            if str(t.dtype).removeprefix("torch.") not in DTYPES:
                 entries.append({"error": f"forward returned a tensor of dtype {t.dtype}"})
                 break
             flat = t.contiguous().reshape(-1)
@@ -133,7 +133,7 @@ def read(path: Path, device: torch.device) -> list[list[torch.Tensor] | str]:
                 continue
             call = []
             for t in entry["tensors"]:
-                dtype, shape, offset = _DTYPES[t["dtype"]], [int(n) for n in t["shape"]], int(t["offset"])
+                dtype, shape, offset = DTYPES[t["dtype"]], [int(n) for n in t["shape"]], int(t["offset"])
                 numel = 1
                 for n in shape:
                     if n < 0:

@@ -51,6 +51,10 @@ class EvalSettings:
     # per element derived from eager's own error (tolerance.py); "fixed", eager's output within
     # the dtype's atol + rtol, as before.
     tolerance: str = "fp64"
+    # On a device whose memory another process can open (CUDA IPC), a candidate whose reference
+    # outputs (all check calls together) reach this many MB hands its outputs to the judge in
+    # device memory instead of writing them to a file for it to read (handover.py); null never.
+    device_outputs_mb: Optional[float] = 64.0  # noqa: UP045
 
     def __post_init__(self):
         require(
@@ -67,6 +71,10 @@ class EvalSettings:
                 "warmup_ms": (self.warmup_ms >= 0, "a number of milliseconds, 0 or more"),
                 "torch_ops": (self.torch_ops in (None, "forbid", "allow"), "forbid or allow"),
                 "tolerance": (self.tolerance in ("fp64", "fixed"), "fp64 or fixed"),
+                "device_outputs_mb": (
+                    self.device_outputs_mb is None or self.device_outputs_mb >= 0,
+                    "a number of MB, 0 or more, or null",
+                ),
             },
         )
 

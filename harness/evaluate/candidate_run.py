@@ -213,11 +213,6 @@ def run_candidate(request: dict, device: Device, reference) -> WorkerReport:
     except Exception as exc:
         reason = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-3)}"
         raise Verdict("runtime_error", shorten(reason)) from exc
-    start = clock()
-    folder = Path(request["outputs_path"]).parent
-    if not (request.get("share_outputs") and handover.offer(kept, folder, device, outputs.DTYPES)):
-        outputs.write(Path(request["outputs_path"]), kept)
-    phases["save_s"] = clock() - start
     builds = build_cache.BUILDS
     report = WorkerReport(
         "correct",
@@ -238,6 +233,15 @@ def run_candidate(request: dict, device: Device, reference) -> WorkerReport:
         except Exception as exc:  # advisory only: a profiler failure must not change the verdict
             report.profile = {"error": shorten(f"{type(exc).__name__}: {exc}", 500)}
         phases["profile_s"] = clock() - start
+    start = clock()
+    # Only the kept outputs are needed now. The allocator's cache of everything else (inputs, the
+    # fp64 reference's outputs: over 100 GB on a 6 GB task) would leave the judge no device memory.
+    del timing_sets, working, timed_call, ref_model
+    device.empty_cache()
+    folder = Path(request["outputs_path"]).parent
+    if not (request.get("share_outputs") and handover.offer(kept, folder, device, outputs.DTYPES)):
+        outputs.write(Path(request["outputs_path"]), kept)
+    phases["save_s"] = clock() - start
     return report
 
 

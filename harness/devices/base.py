@@ -281,6 +281,10 @@ class Device:
         """The device driver's version, as a run's `env.driver` tag records it."""
         return "none"
 
+    def memory_bytes(self) -> int:
+        """The device's memory in bytes (a CPU's is the machine's)."""
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
     def export(self, t: torch.Tensor) -> dict:
         """A contiguous tensor as a description another process opens with opened(); where
         shares_memory is False there is none."""

@@ -272,6 +272,9 @@ class CudaDevice(Device):
             return "none"
         return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else "none"
 
+    def memory_bytes(self) -> int:
+        return torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+
     def export(self, t: torch.Tensor) -> dict:
         return cuda_ipc.export(t)
 

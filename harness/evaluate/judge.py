@@ -26,25 +26,56 @@ _KEEP_TASKS = 2
 _SLACK_BYTES = 1 << 20
 
 
+# Expected outputs up to this share of the device's memory stay on it between comparisons; larger
+# ones are kept in host memory and copied over one call at a time, so that a 6 GB task's 19 GB of
+# expected outputs do not take the device memory its next candidate's worker needs.
+_DEVICE_SHARE = 1 / 16
+
+
 class _Expected:
-    def __init__(self, path: Path, bounds_path: Path, device, tolerance: dict):
+    def __init__(self, path: Path, bounds_path: Path, adapter, tolerance: dict):
+        import torch
+
         from harness.evaluate import outputs
         from harness.evaluate.checks import near_constant
 
-        self.calls = outputs.read(path, device)
+        host = torch.device("cpu")
+        self.calls = outputs.read(path, host)
         bad = [c for c in self.calls if isinstance(c, str)]
         if bad:
             raise ValueError(f"the reference's outputs are not tensors: {bad[0]}")
         # Each call's bounds, or a word where it has the fixed tolerance (tolerance.py).
-        self.bounds = [b if not isinstance(b, str) else None for b in outputs.read(bounds_path, device)]
+        self.bounds = [b if not isinstance(b, str) else None for b in outputs.read(bounds_path, host)]
         self.nbytes = sum(t.numel() * t.element_size() for call in self.calls for t in call)
         self.degenerate = near_constant(self.calls, tolerance)
+        self.device = adapter.torch_device()
+        if self.nbytes + _nbytes(self.bounds) <= _DEVICE_SHARE * adapter.memory_bytes():
+            self.calls, self.bounds = _moved(self.calls, self.device), _moved(self.bounds, self.device)
+
+    def call(self, i: int) -> tuple[list, object]:
+        """Call i's expected tensors and bounds, on the device."""
+        return _moved(self.calls[i], self.device), _moved(self.bounds[i], self.device)
 
 
-def _expected(request: dict, cache: OrderedDict, device) -> _Expected:
+def _nbytes(value) -> int:
+    if isinstance(value, (list, tuple)):
+        return sum(_nbytes(v) for v in value)
+    return value.numel() * value.element_size() if hasattr(value, "element_size") else 0
+
+
+def _moved(value, device):
+    """Tensors (in lists, or None) on `device`: the same objects where they are there already."""
+    if isinstance(value, list):
+        return [_moved(v, device) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_moved(v, device) for v in value)
+    return value.to(device) if hasattr(value, "to") else value
+
+
+def _expected(request: dict, cache: OrderedDict, adapter) -> _Expected:
     key = (request["expected"], json.dumps(request["tolerance"], sort_keys=True))
     if key not in cache:
-        cache[key] = _Expected(Path(request["expected"]), Path(request["bounds"]), device, request["tolerance"])
+        cache[key] = _Expected(Path(request["expected"]), Path(request["bounds"]), adapter, request["tolerance"])
         while len(cache) > _KEEP_TASKS:
             cache.popitem(last=False)
     cache.move_to_end(key)
@@ -63,16 +94,19 @@ def _compare(expected: _Expected, actual: list, request: dict) -> dict:
     for want, got, label in request["pairs"]:
         if isinstance(actual[got], str):
             return {"mismatch": f"{actual[got]} (on {label})"}
-        mismatch = compare(expected.calls[want], actual[got], request["tolerance"], expected.bounds[want])
+        calls, bounds = expected.call(want)
+        mismatch = compare(calls, actual[got], request["tolerance"], bounds)
+        del calls, bounds  # a big task's copy on the device, freed before the next
         if mismatch:
             return {"mismatch": f"{mismatch.reason} (on {label})"}
     return {"mismatch": None, "degenerate": expected.degenerate}
 
 
-def _judge(request: dict, cache: OrderedDict, device) -> dict:
+def _judge(request: dict, cache: OrderedDict, adapter) -> dict:
     from harness.evaluate import outputs
 
-    expected = _expected(request, cache, device)
+    device = adapter.torch_device()
+    expected = _expected(request, cache, adapter)
     actual_path = Path(request["actual"])
     calls_needed = _calls_needed(request)
     limit = expected.nbytes * max(calls_needed, 1) + _SLACK_BYTES * (calls_needed + 1)
@@ -95,7 +129,7 @@ def _judge_shared(request: dict, cache: OrderedDict, adapter) -> dict:
     its file instead; {"unreadable": why} when the description is not one a worker writes."""
     from harness.evaluate import outputs
 
-    expected = _expected(request, cache, adapter.torch_device())
+    expected = _expected(request, cache, adapter)
     entries, shape = [], []
     try:
         for call in request["shared"]["calls"][: _calls_needed(request)]:
@@ -127,7 +161,6 @@ def serve(device_name: str) -> None:
 
     make_undumpable()  # its memory holds every task's expected outputs
     adapter = devices.load(device_name)
-    device = adapter.torch_device()
     torch.set_grad_enabled(False)
     cache: OrderedDict = OrderedDict()
     print(json.dumps({"ready": True}), flush=True)
@@ -135,9 +168,11 @@ def serve(device_name: str) -> None:
         request = json.loads(line)
         try:
             shared = "shared" in request
-            answer = _judge_shared(request, cache, adapter) if shared else _judge(request, cache, device)
+            answer = _judge_shared(request, cache, adapter) if shared else _judge(request, cache, adapter)
         except Exception as exc:  # the harness's own failure (a missing file, device memory): said, not hidden
             answer = {"error": f"{type(exc).__name__}: {exc}"}
+        # The comparison's temporaries go back to the device, for the next candidate's worker.
+        adapter.empty_cache()
         print(json.dumps(answer), flush=True)
 
 

@@ -250,6 +250,43 @@ def _site(args: argparse.Namespace) -> int:
     return 0
 
 
+def _e2e(args: argparse.Namespace) -> int:
+    from harness.integrate.e2e import describe, run_e2e
+    from harness.record import store
+
+    tracking_uri, experiment = store(args.tracking_uri, args.experiment)
+    extra = {}
+    for item in args.kernel:
+        task_id, sep, path = item.partition("=")
+        if not sep or not task_id or not path:
+            raise ForgeBenchError(f"--kernel {item!r}: write it as TASK_ID=FILE.py")
+        extra[task_id] = Path(path)
+    if args.budget_ms <= 0:
+        raise ForgeBenchError(f"--budget-ms {args.budget_ms}: give a number of milliseconds above 0.")
+    device = args.device or ("cuda" if _has_cuda() else "cpu")
+    out = Path(args.out) if args.out else Path("runs") / "e2e" / time.strftime("%Y%m%d-%H%M%S")
+    found = run_e2e(args.model, args.run, tracking_uri, experiment, device, out, extra, args.budget_ms)
+    print(describe(found))
+    return 0
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _export(args: argparse.Namespace) -> int:
+    from harness.integrate.bundle import export
+    from harness.integrate.e2e import latest_e2e
+    from harness.record import store
+
+    tracking_uri, experiment = store(args.tracking_uri, args.experiment)
+    out = export(latest_e2e(args.run, args.model, tracking_uri, experiment), Path(args.out))
+    print(f"wrote the bundle {out} (manifest.json, kernels/, references/, SHA256SUMS)")
+    return 0
+
+
 def _regrade(args: argparse.Namespace) -> int:
     from harness.regrade import main
 
@@ -332,6 +369,22 @@ def parser() -> argparse.ArgumentParser:
     regr.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="a Hydra override")
     regr.set_defaults(handler=_regrade)
 
+    e2e = sub.add_parser("e2e", help="a suite run's best kernels back in their model, guarded; the model's speedup")
+    e2e.add_argument("--model", required=True, help="built-in (conf/capture/: resnet50, ...) or module:factory")
+    e2e.add_argument("--run", required=True, help="the suite run: its MLflow id or its run_dir")
+    e2e.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda when present")
+    e2e.add_argument(
+        "--kernel", action="append", default=[], metavar="TASK=FILE", help="use this kernel for the task instead"
+    )
+    e2e.add_argument("--budget-ms", type=float, default=1000.0, help="timing budget per model variant (ms)")
+    e2e.add_argument("--out", default=None, help="folder for the kernels and decisions (default: runs/e2e/<time>)")
+    e2e.set_defaults(handler=_e2e)
+    exp = sub.add_parser("export", help="the kernels an e2e run kept, as a bundle with a manifest and checksums")
+    exp.add_argument("--run", required=True, help="the suite run (MLflow id or run_dir) that e2e ran on")
+    exp.add_argument("--model", required=True, help="the model e2e ran")
+    exp.add_argument("out", metavar="OUT", help="the bundle's folder")
+    exp.set_defaults(handler=_export)
+
     # Listed for --help only: main() hands `run ...` to Hydra before this parser sees it.
     sub.add_parser(
         "run",
@@ -360,7 +413,7 @@ def parser() -> argparse.ArgumentParser:
     comp.add_argument("--any-set", action="store_true", help="allow runs of different task sets (shared tasks only)")
     comp.add_argument("--format", choices=["md", "json"], default="md", help="default: md")
     comp.set_defaults(handler=_compare)
-    for command in (board, comp):
+    for command in (board, comp, e2e, exp):
         command.add_argument(
             "--tracking-uri", default=None, help="MLflow store (default: MLFLOW_TRACKING_URI or sqlite:///mlflow.db)"
         )

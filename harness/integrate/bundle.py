@@ -1,0 +1,189 @@
+"""A bundle of kept kernels a user can ship: `forgebench export` writes it, `apply` installs it in
+the user's own model behind the same guard (a call at an unseen signature, or a kernel that
+raises, goes to PyTorch).
+
+    OUT/manifest.json    the kernels: task, signature, source hashes, gains; device and versions
+    OUT/kernels/*.py     each kept kernel
+    OUT/references/*.py  each kernel's task reference (its call and signature are read from it)
+    OUT/SHA256SUMS       every file's hash, the manifest's too
+
+A bundle whose bytes do not match SHA256SUMS (a flipped byte) is refused. A bundle made on another
+device, torch or triton is refused with a sentence unless the user asks for it to be verified
+again here, on their own model's activations. The checksums catch corruption and edits, not a
+forger who rewrites SHA256SUMS too: a bundle is code, to be taken from those one trusts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import ForgeBenchError
+
+FORMAT = 1
+SUMS = "SHA256SUMS"
+# What must match where a bundle is applied, unless it is verified again there.
+_ENV_KEYS = ("device_name", "torch", "triton", "cuda")
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def export(found: dict, out: Path) -> Path:
+    """Write the bundle of an e2e run's kept kernels (its e2e.json, as model_run and e2e wrote it)."""
+    kept = [d for d in found["decisions"] if d["decision"] == "kept"]
+    if not kept:
+        raise ForgeBenchError(
+            f"the e2e run of {found['model']} kept no kernel, so there is nothing to export; "
+            "see its decisions (forgebench e2e prints them)."
+        )
+    tasks = {t["id"]: t for t in found["request"]["tasks"]}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "kernels").mkdir(exist_ok=True)
+    (out / "references").mkdir(exist_ok=True)
+    entries = []
+    for decision in kept:
+        task = tasks[decision["task_id"]]
+        kernel, reference = out / "kernels" / f"{task['id']}.py", out / "references" / f"{task['id']}.py"
+        shutil.copyfile(task["kernel_path"], kernel)
+        shutil.copyfile(task["reference_path"], reference)
+        entries.append(
+            {
+                "task_id": task["id"],
+                "kernel": str(kernel.relative_to(out)),
+                "reference": str(reference.relative_to(out)),
+                "kernel_sha256": _sha(kernel),
+                "reference_sha256": _sha(reference),
+                "tolerance": task.get("tolerance") or {},
+                "time_share": task.get("time_share"),
+                "isolated_speedup": task.get("isolated_speedup"),
+                "in_place_speedup": decision.get("in_place_speedup"),
+            }
+        )
+    env = found.get("env", {})
+    manifest = {
+        "format": FORMAT,
+        "model": found["model"],
+        "source_run": found.get("source_run"),
+        "e2e_run": found.get("run_id"),
+        "environment": {k: env.get(k) for k in _ENV_KEYS},
+        "driver": found.get("driver"),
+        "e2e_speedup_vs_eager": found["timings"]["eager"]["median_ms"] / found["timings"]["patched_eager"]["median_ms"],
+        "kernels": entries,
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    files = sorted(p for p in out.rglob("*") if p.is_file() and p.name != SUMS)
+    (out / SUMS).write_text("".join(f"{_sha(p)}  {p.relative_to(out)}\n" for p in files))
+    return out
+
+
+def verify(bundle: Path) -> dict:
+    """The bundle's manifest, once every file matches SHA256SUMS and the manifest's own hashes;
+    ForgeBenchError naming the first file that does not."""
+    sums = bundle / SUMS
+    if not sums.is_file():
+        raise ForgeBenchError(f"{bundle} is not a bundle (no {SUMS}); make one with `forgebench export`.")
+    listed = {}
+    for line in sums.read_text(errors="replace").splitlines():
+        digest, _, name = line.partition("  ")
+        listed[name] = digest
+    present = {str(p.relative_to(bundle)) for p in bundle.rglob("*") if p.is_file() and p.name != SUMS}
+    if present != set(listed):
+        extra = sorted(present ^ set(listed))
+        raise ForgeBenchError(f"bundle {bundle} refused: {extra[0]} is not as exported (files added or removed).")
+    for name, digest in listed.items():
+        if _sha(bundle / name) != digest:
+            raise ForgeBenchError(
+                f"bundle {bundle} refused: {name} does not match its checksum (changed since export)."
+            )
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    for entry in manifest["kernels"]:
+        for key in ("kernel", "reference"):
+            if _sha(bundle / entry[key]) != entry[f"{key}_sha256"]:
+                raise ForgeBenchError(f"bundle {bundle} refused: {entry[key]} does not match the manifest's hash.")
+    return manifest
+
+
+def _environment_here(device) -> dict:
+    from harness import devices
+
+    env = devices.of(device).environment()
+    return {k: env.get(k) for k in _ENV_KEYS}
+
+
+@dataclass
+class Installed:
+    """A bundle installed in a model: its interposer's counts, and how to take it out again."""
+
+    model: Any
+    interposer: Any
+    decisions: list = field(default_factory=list)
+    _forward: Any = None
+
+    def remove(self) -> None:
+        self.model.forward = self._forward
+
+
+def apply(model, bundle: str | Path, example_inputs: tuple | list | dict | None = None, reverify: bool = False):
+    """Install a bundle's kernels in `model`: each call at a captured signature goes to its kernel,
+    every other call (and any that raises) to PyTorch. Refuses a tampered bundle, and one made on
+    another device or torch/triton version unless `reverify`: then each kernel is checked and timed
+    again on the model's own activations for `example_inputs` (guard.py) and kept only if it passes."""
+    import torch
+
+    from harness.evaluate.models import build_model, copy_parameters, load_candidate, make_inputs
+    from harness.integrate import guard
+    from harness.integrate.interposer import Interposer, Kernel
+    from harness.integrate.signature import task_call
+    from harness.reference import load_reference_module
+
+    bundle = Path(bundle)
+    manifest = verify(bundle)
+    if manifest.get("format") != FORMAT:
+        raise ForgeBenchError(f"bundle {bundle} is format {manifest.get('format')}; this ForgeBench reads {FORMAT}.")
+    params = list(model.parameters()) + list(model.buffers())
+    device = params[0].device if params else torch.device("cpu")
+    here, there = _environment_here(device), manifest["environment"]
+    differs = [f"{k} {there.get(k)} there, {here.get(k)} here" for k in _ENV_KEYS if there.get(k) != here.get(k)]
+    if differs and not reverify:
+        raise ForgeBenchError(
+            f"bundle {bundle} was made elsewhere ({'; '.join(differs)}); pass reverify=True with example_inputs "
+            "to check and time its kernels again on this machine."
+        )
+    if reverify and example_inputs is None:
+        raise ForgeBenchError(
+            "apply(..., reverify=True) needs example_inputs: the kernels are checked on the model's own."
+        )
+    kernels = []
+    for entry in manifest["kernels"]:
+        reference = load_reference_module(bundle / entry["reference"], f"bundle_reference_{entry['task_id']}")
+        inputs = make_inputs(reference, 0, device)
+        call = task_call(reference, inputs)
+        candidate = load_candidate(bundle / entry["kernel"])
+        module = build_model(candidate.ModelNew, reference, 0, device)
+        copy_parameters(build_model(reference.Model, reference, 0, device), module)
+        kernels.append(Kernel(entry["task_id"], call, module, len(inputs)))
+    decisions = []
+    if reverify:
+
+        def run():
+            return model(**example_inputs) if isinstance(example_inputs, dict) else model(*example_inputs)
+
+        recorded = guard.record(run, kernels)
+        tolerance = {e["task_id"]: e["tolerance"] for e in manifest["kernels"]}
+        decisions = [guard.decide(k, recorded[k.task_id], tolerance[k.task_id], device, 100.0) for k in kernels]
+        kernels = [k for k, d in zip(kernels, decisions) if d.kept]
+    interposer = Interposer(kernels)
+    original = model.forward
+
+    def forward(*args, **kwargs):
+        with interposer:
+            return original(*args, **kwargs)
+
+    model.forward = forward
+    return Installed(model, interposer, decisions, original)

@@ -1,0 +1,260 @@
+"""`forgebench e2e`: a suite run's best kernels back in the model they were captured from.
+
+Finds the run (its MLflow id or its run_dir), the tasks of that model it solved and each one's best
+correct kernel; runs the model with them in a worker process of its own (model_run.py, scrubbed
+environment); records an MLflow run of kind `e2e` with the decisions as an artifact.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness.errors import ForgeBenchError
+from harness.tasks import Task, select
+
+
+def model_name(spec: str) -> str:
+    """The name capture gave the model's tasks (their `source`)."""
+    return spec.partition(":")[0].rsplit(".", 1)[-1] if ":" in spec else spec
+
+
+def find_run(run: str, tracking_uri: str, experiment: str):
+    """The suite's MLflow run, by id or by its run_dir; ForgeBenchError naming what was tried."""
+    from harness.record import check_store_exists, mlflow_client
+
+    check_store_exists(tracking_uri)
+    client = mlflow_client(tracking_uri)
+    if Path(run).is_dir():
+        found = client.get_experiment_by_name(experiment)
+        query = f"tags.`forgebench.kind` = 'suite' and tags.run_dir = '{Path(run).resolve()}'"
+        runs = client.search_runs([found.experiment_id], query, max_results=1) if found else []
+        if not runs:
+            raise ForgeBenchError(
+                f"--run {run}: no suite run in '{tracking_uri}' (experiment {experiment}) has this run_dir; "
+                "pass the store the suite recorded to (--tracking-uri) or the suite run's MLflow id."
+            )
+        return client, runs[0]
+    try:
+        return client, client.get_run(run)
+    except Exception as exc:
+        raise ForgeBenchError(
+            f"--run {run}: neither a run folder nor a run id in '{tracking_uri}' ({type(exc).__name__}); "
+            "pass a suite's run_dir or its MLflow run id (forgebench leaderboard --format json lists them)."
+        ) from exc
+
+
+def best_kernels(run_dir: Path, tasks: list[Task]) -> dict[str, tuple[str, float]]:
+    """Each task's best correct kernel in the run: {task id: (source, isolated speedup over eager)}."""
+    from harness.agents.tree import SearchTree
+
+    found = {}
+    for task in tasks:
+        path = run_dir / "tasks" / task.id / "tree.jsonl"
+        best = SearchTree(path).best() if path.is_file() else None
+        if best is not None and best.source:
+            found[task.id] = (best.source, best.speedup)
+    return found
+
+
+def run_e2e(
+    spec: str,
+    run: str,
+    tracking_uri: str,
+    experiment: str,
+    device: str,
+    out: Path,
+    extra_kernels: dict[str, Path],
+    budget_ms: float = 1000.0,
+    kernel_budget_ms: float = 200.0,
+    timeout_s: float = 1800.0,
+) -> dict:
+    client, suite = find_run(run, tracking_uri, experiment)
+    tags = suite.data.tags
+    run_dir = Path(tags.get("run_dir", ""))
+    name = model_name(spec)
+    tasks = [t for t in select(tags["suite"].split(","), keep_broken=True) if isinstance(t, Task)]
+    tasks = [t for t in tasks if t.source == name]
+    if not tasks:
+        raise ForgeBenchError(
+            f"--model {spec}: suite run {suite.info.run_id} has no task captured from '{name}' (its suite is "
+            f"{tags['suite']}); pass the model its tasks came from."
+        )
+    unknown = sorted(set(extra_kernels) - {t.id for t in tasks})
+    if unknown:
+        raise ForgeBenchError(
+            f"--kernel {unknown[0]}=...: no task of this model has that id; see `forgebench tasks list`."
+        )
+    kernels = best_kernels(run_dir, tasks)
+    for tid, path in extra_kernels.items():
+        if not path.is_file():
+            raise ForgeBenchError(f"--kernel {tid}={path}: no such file; give a .py file defining ModelNew.")
+        kernels[tid] = (path.read_text(), None)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "kernels").mkdir(exist_ok=True)
+    entries = []
+    for task in tasks:
+        if task.id not in kernels:
+            continue
+        source, speedup = kernels[task.id]
+        path = out / "kernels" / f"{task.id}.py"
+        path.write_text(source)
+        entries.append(
+            {
+                "id": task.id,
+                "reference_path": str(task.reference_path),
+                "kernel_path": str(path),
+                "tolerance": task.tolerance,
+                "time_share": task.time_share,
+                "isolated_speedup": speedup,
+            }
+        )
+    request = {
+        "model": spec,
+        "device": device,
+        "tasks": entries,
+        "budget_ms": budget_ms,
+        "kernel_budget_ms": kernel_budget_ms,
+        "result_path": str(out / "model_run.json"),
+    }
+    (out / "request.json").write_text(json.dumps(request, indent=1))
+    found = _model_run(out, timeout_s)
+    found.update(model=name, model_spec=spec, source_run=suite.info.run_id, tasks_of_model=len(tasks), request=request)
+    found["tasks_without_kernel"] = sorted(t.id for t in tasks if t.id not in kernels)
+    (out / "e2e.json").write_text(json.dumps(found, indent=1, default=str))
+    found["run_id"] = record(client, suite, found, out)
+    (out / "e2e.json").write_text(json.dumps(found, indent=1, default=str))  # now with its record's id
+    return found
+
+
+def _model_run(out: Path, timeout_s: float) -> dict:
+    """model_run.py in its own process, with the sandbox's scrubbed environment: the kernels are
+    model-written code and no key of ours reaches them."""
+    from harness.evaluate.sandbox import base_env
+
+    env = {**base_env(), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "harness.integrate.model_run", str(out / "request.json")],
+            env=env,
+            cwd=out,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ForgeBenchError(f"the model run took over {timeout_s:.0f} s and was stopped; see {out}.") from exc
+    result = out / "model_run.json"
+    if not result.is_file():
+        raise ForgeBenchError(f"the model run ended without a result (exit {done.returncode}): {done.stderr[-800:]}")
+    found = json.loads(result.read_text())
+    if "error" in found:
+        raise ForgeBenchError(f"the model run failed: {found['error']} (traceback in {result})")
+    found["wall_s"] = time.monotonic() - started
+    return found
+
+
+def summary_metrics(found: dict) -> dict[str, float]:
+    t = found["timings"]
+    eager, patched = t["eager"]["median_ms"], t["patched_eager"]["median_ms"]
+    decisions = found["decisions"]
+    metrics = {
+        "eager_ms": eager,
+        "patched_eager_ms": patched,
+        "e2e_speedup_vs_eager": eager / patched,
+        "predicted_speedup": found["predicted_speedup"],
+        "predicted_speedup_in_place": found["predicted_speedup_in_place"],
+        "share_of_time_replaced": found["share_of_time_replaced"],
+        "kernels_kept": sum(d["decision"] == "kept" for d in decisions),
+        "kernels_rejected": sum(d["decision"] != "kept" for d in decisions),
+        "interposer_overhead_us_per_call": found["interposer_overhead_us_per_call"],
+        "interposer_overhead_us_per_intercepted_call": found["interposer_overhead_us_per_intercepted_call"],
+    }
+    if "compile" in t:
+        metrics["compile_ms"] = t["compile"]["median_ms"]
+        metrics["e2e_speedup_vs_compile"] = t["compile"]["median_ms"] / patched
+    for key in ("max_output_error", "mean_output_error"):
+        if found.get(key) is not None:
+            metrics[key] = found[key]
+    if found.get("tokens_match") is not None:
+        metrics["tokens_match"] = float(found["tokens_match"])
+    return metrics
+
+
+def record(client, suite, found: dict, out: Path) -> str:
+    """An MLflow run of kind e2e, in the suite's experiment: its figures, and the decisions file."""
+    from mlflow.entities import Metric
+
+    tags = {
+        "forgebench.kind": "e2e",
+        "model": found["model"],
+        "source_run": suite.info.run_id,
+        "platform": suite.data.tags.get("platform", ""),
+        "device": found["env"].get("device_name", found["env"].get("device", "")),
+        "agent": suite.data.tags.get("agent", ""),
+        "model.label": suite.data.tags.get("model.label", ""),
+    }
+    run = client.create_run(suite.info.experiment_id, run_name=f"e2e-{found['model']}", tags=tags)
+    now = int(time.time() * 1000)
+    metrics = [Metric(k, float(v), now, 0) for k, v in summary_metrics(found).items()]
+    client.log_batch(run.info.run_id, metrics=metrics)
+    client.log_artifact(run.info.run_id, str(out / "e2e.json"))
+    client.log_dict(run.info.run_id, {"decisions": found["decisions"]}, "decisions.json")
+    client.set_terminated(run.info.run_id)
+    return run.info.run_id
+
+
+def describe(found: dict) -> str:
+    """The e2e table for the terminal."""
+    from tabulate import tabulate
+
+    m = summary_metrics(found)
+    rows = [["eager", f"{m['eager_ms']:.4g} ms", "1.00x"]]
+    if "compile_ms" in m:
+        rows.append(["torch.compile", f"{m['compile_ms']:.4g} ms", f"{m['eager_ms'] / m['compile_ms']:.2f}x"])
+    rows.append(["eager + kept kernels", f"{m['patched_eager_ms']:.4g} ms", f"{m['e2e_speedup_vs_eager']:.2f}x"])
+    rows.append(["predicted (Amdahl, isolated speedups)", "", f"{m['predicted_speedup']:.2f}x"])
+    rows.append(["predicted (Amdahl, in-place speedups)", "", f"{m['predicted_speedup_in_place']:.2f}x"])
+    lines = [
+        f"{found['model']}: {int(m['kernels_kept'])} kernels kept, {int(m['kernels_rejected'])} not",
+        tabulate(rows),
+    ]
+    lines.append(
+        f"output error vs eager: max {found.get('max_output_error', 0):.3g}, "
+        f"mean {found.get('mean_output_error', 0):.3g}"
+        + (f"; tokens match: {found['tokens_match']}" if found.get("tokens_match") is not None else "")
+    )
+    lines.append(
+        f"interposer: {m['interposer_overhead_us_per_intercepted_call']:.3g} us per intercepted call "
+        f"({found['intercepted_calls_per_forward']} a forward), "
+        f"{m['interposer_overhead_us_per_call']:.3g} us per ATen call"
+    )
+    lines.append(f"patched compile: {found['patched_compile']}")
+    decisions = []
+    for d in found["decisions"]:
+        in_place = f"{d['in_place_speedup']:.2f}x" if d.get("in_place_speedup") else ""
+        decisions.append([d["task_id"], d["decision"], in_place, d["reason"][:90]])
+    lines.append(tabulate(decisions, headers=["task", "decision", "in place", "why"]))
+    lines.append(f"recorded as MLflow run {found.get('run_id')} (kind e2e)")
+    return "\n".join(lines)
+
+
+def latest_e2e(run: str, spec: str, tracking_uri: str, experiment: str) -> dict:
+    """The newest e2e record of this model on this suite run, as e2e.json holds it."""
+    client, suite = find_run(run, tracking_uri, experiment)
+    name = model_name(spec)
+    query = f"tags.`forgebench.kind` = 'e2e' and tags.source_run = '{suite.info.run_id}' and tags.model = '{name}'"
+    runs = client.search_runs([suite.info.experiment_id], query, order_by=["attributes.start_time DESC"], max_results=1)
+    if not runs:
+        raise ForgeBenchError(
+            f"no e2e run of {name} on suite run {suite.info.run_id}; "
+            f"run `forgebench e2e --model {spec} --run {run}` first."
+        )
+    path = client.download_artifacts(runs[0].info.run_id, "e2e.json")
+    found = json.loads(Path(path).read_text())
+    found["run_id"] = runs[0].info.run_id
+    return found

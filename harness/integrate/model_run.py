@@ -1,0 +1,191 @@
+"""The model run of `forgebench e2e`, in a process of its own: the kernels are a model's code, so
+they run with a scrubbed environment (no API key reaches them), away from the records.
+
+    python -m harness.integrate.model_run REQUEST.json
+
+Builds the workload as capture built it, puts each task's kernel through the guard (guard.py),
+then times the whole model (eager, torch.compile, eager with the kept kernels, eager under an
+interposer that replaces nothing: its overhead), checks the patched model's output against eager's,
+and writes what it found to the request's result_path. Imports neither MLflow nor litellm.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from harness import devices
+from harness.evaluate import timing
+from harness.evaluate.models import build_model, copy_parameters, load_candidate, make_inputs
+from harness.evaluate.verdict import Verdict
+from harness.integrate import guard
+from harness.integrate.interposer import Interposer, Kernel
+from harness.integrate.signature import NotIntegrable, task_call
+from harness.reference import load_reference_module
+
+
+def workload(spec: str, device: torch.device, overrides: list[str]):
+    from harness.capture.sources import from_builtin, from_factory
+
+    if ":" in spec:
+        return from_factory(spec, None, device, None)
+    return from_builtin(spec, device, None, overrides)
+
+
+def load_kernel(task: dict, device: torch.device) -> Kernel | guard.Decision:
+    """The task's kernel beside its call, or the decision that it cannot go in."""
+    reference = load_reference_module(Path(task["reference_path"]), f"e2e_reference_{task['id']}")
+    inputs = make_inputs(reference, 0, device)
+    try:
+        call = task_call(reference, inputs)
+    except NotIntegrable as exc:
+        return guard.Decision(task["id"], "not_integrable", str(exc))
+    try:
+        candidate = load_candidate(Path(task["kernel_path"]))
+        module = build_model(candidate.ModelNew, reference, 0, device)
+        copy_parameters(build_model(reference.Model, reference, 0, device), module)
+    except (Verdict, Exception) as exc:
+        reason = exc.reason if isinstance(exc, Verdict) else f"{type(exc).__name__}: {exc}"
+        return guard.Decision(task["id"], "failed_to_load", reason[:400])
+    return Kernel(task["id"], call, module, len(inputs))
+
+
+class _Counter(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _floats(out: Any) -> list[torch.Tensor]:
+    return [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+
+
+def agreement(eager: Any, patched: Any) -> dict:
+    """Max and mean absolute error of the patched model's outputs against eager's; for integer
+    outputs (an LLM's tokens) whether they are all the same."""
+    errors, tokens = [], []
+    for a, b in zip(_floats(eager), _floats(patched)):
+        if a.is_floating_point():
+            errors.append((a.double() - b.double()).abs())
+        else:
+            tokens.append(bool(torch.equal(a, b)))
+    found: dict[str, Any] = {"tokens_match": all(tokens) if tokens else None}
+    if errors:
+        found["max_output_error"] = (
+            max(float(e.max()) for e in errors if e.numel()) if any(e.numel() for e in errors) else 0.0
+        )
+        found["mean_output_error"] = float(torch.cat([e.reshape(-1) for e in errors]).mean())
+    return found
+
+
+def predicted_speedup(shares_and_speedups: list[tuple[float, float]]) -> float:
+    """Amdahl's law: the model's speedup if each replaced share of its time ran that much faster."""
+    saved = sum(share * (1 - 1 / speedup) for share, speedup in shares_and_speedups if speedup > 0)
+    return 1 / (1 - saved)
+
+
+def run(request: dict) -> dict:
+    device = torch.device(request["device"])
+    adapter = devices.of(device)
+    timing.bind_clocks(adapter)
+    torch.set_grad_enabled(False)
+    work = workload(request["model"], device, request.get("overrides", []))
+    decisions: list[guard.Decision] = []
+    kernels: list[Kernel] = []
+    for task in request["tasks"]:
+        loaded = load_kernel(task, device)
+        (decisions if isinstance(loaded, guard.Decision) else kernels).append(loaded)
+    recorded = guard.record(work.run, kernels)
+    by_id = {t["id"]: t for t in request["tasks"]}
+    kept = []
+    for kernel in kernels:
+        tolerance = by_id[kernel.task_id].get("tolerance") or {}
+        decision = guard.decide(kernel, recorded[kernel.task_id], tolerance, adapter, request["kernel_budget_ms"])
+        decisions.append(decision)
+        if decision.kept:
+            kept.append(kernel)
+
+    settings = {"budget_ms": request["budget_ms"], "warmup_ms": request["budget_ms"] / 5, "gpu_lead": True}
+
+    def timed(fn) -> dict:
+        t = timing.measure(lambda: fn(), [[]], adapter, **settings)
+        return {"median_ms": t.median_ms, "p20_ms": t.p20_ms, "p80_ms": t.p80_ms, "runs": t.runs}
+
+    def under(mode):
+        def call():
+            with mode:
+                return work.run()
+
+        return call
+
+    counter = _Counter()
+    under(counter)()
+    eager_out = work.run()
+    found: dict[str, Any] = {"aten_calls_per_forward": counter.calls, "timings": {}}
+    found["timings"]["eager"] = timed(work.run)
+    patched = Interposer(kept)
+    patched_out = under(patched)()
+    found["hits_per_forward"] = dict(patched.hits)
+    found["timings"]["patched_eager"] = timed(under(patched))
+    # Every kernel's op watched, none replaced: what the interposer costs the forward by itself.
+    idle = Interposer([], watch=[k.call for k in kernels])
+    under(idle)()
+    found["intercepted_calls_per_forward"] = idle.op_calls  # one forward's, before timing adds more
+    found["timings"]["interposer_only"] = timed(under(idle))
+    try:
+        compiled = torch.compile(work.model)
+        inputs = work.inputs
+        run_compiled = (lambda: compiled(**inputs)) if isinstance(inputs, dict) else (lambda: compiled(*inputs))
+        run_compiled()
+        found["timings"]["compile"] = timed(run_compiled)
+    except Exception as exc:  # a model Inductor cannot compile here: said, and the rest stands
+        found["compile_error"] = f"{type(exc).__name__}: {exc}"[:400]
+    found["patched_compile"] = "not measured: a dispatch mode does not compose with torch.compile's graphs"
+    found.update(agreement(eager_out, patched_out))
+    found["fallbacks"] = dict(patched.fallbacks)
+    found["fallback_errors"] = dict(patched.errors)
+    eager_ms = found["timings"]["eager"]["median_ms"]
+    overhead_ms = found["timings"]["interposer_only"]["median_ms"] - eager_ms
+    found["interposer_overhead_ms"] = overhead_ms
+    found["interposer_overhead_us_per_call"] = 1e3 * overhead_ms / max(counter.calls, 1)
+    found["interposer_overhead_us_per_intercepted_call"] = 1e3 * overhead_ms / max(idle.op_calls, 1)
+    # A kernel given with --kernel has no isolated speedup from the suite: its in-place one stands in.
+    shares = [
+        (by_id[d.task_id].get("time_share") or 0.0, by_id[d.task_id].get("isolated_speedup") or d.in_place_speedup)
+        for d in decisions
+        if d.kept
+    ]
+    found["predicted_speedup"] = predicted_speedup(shares)
+    found["predicted_speedup_in_place"] = predicted_speedup(
+        [(by_id[d.task_id].get("time_share") or 0.0, d.in_place_speedup or 0.0) for d in decisions if d.kept]
+    )
+    found["share_of_time_replaced"] = sum(share for share, _ in shares)
+    found["decisions"] = [asdict(d) for d in decisions]
+    found["env"], found["driver"] = adapter.environment(), adapter.driver()
+    return found
+
+
+def main(path: str) -> int:
+    request = json.loads(Path(path).read_text())
+    try:
+        found = run(request)
+    except Exception as exc:
+        found = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=-6)}
+    Path(request["result_path"]).write_text(json.dumps(found, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,221 @@
+"""`forgebench e2e`, `export` and `apply` on the CPU, end to end: a small model of our own
+(tests/e2e_fixture_model.py) captured here, a suite run of the offline model on three of its tasks,
+then the kernels back in the model behind the guard. Planted kernels take each of the guard's paths:
+one faster in place (kept), one right on the task's random inputs and wrong on the model's own
+activations (rejected, the model's output stays eager's), one slower (not kept); and an installed
+bundle sends a call at a shape it was not captured at to PyTorch."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.errors import ForgeBenchError
+from harness.integrate import apply
+from harness.record import mlflow_client
+from tests import e2e_fixture_model
+
+REPO = Path(__file__).parents[2]
+HERE = Path(__file__).parent
+SPEC = "tests.e2e_fixture_model:build"
+MODEL = "e2e_fixture_model"
+ERFINV, RELU, SIGMOID = "erfinv_64x256_3df0ce", "relu_64x256_f1ada6", "sigmoid_64x256_11153f"
+
+
+def forgebench(*args: str, env: dict, timeout: int = 600, module: str = "harness.cli") -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", *module.split(), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("e2e")
+    root.chmod(0o711)  # the suite's workers, as nobody, pass through
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}"}
+    captured = forgebench(
+        "capture",
+        "--model",
+        SPEC,
+        "--device",
+        "cpu",
+        "--out",
+        str(root / "tasks"),
+        "--budget-ms",
+        "10",
+        "--min-share",
+        "0.0001",
+        "--coverage",
+        "1",
+        env=env,
+    )
+    assert captured.returncode == 0, captured.stderr
+    folder = root / "tasks" / MODEL
+    ids = {name: f"{MODEL}_{name}" for name in (ERFINV, RELU, SIGMOID)}
+    for task_id in ids.values():
+        assert (folder / task_id).is_dir(), sorted(p.name for p in folder.iterdir())
+    tasks = "[" + ",".join(str(folder / task_id) for task_id in ids.values()) + "]"
+    suite = forgebench(
+        "suite/",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--tasks={tasks}",
+        "--agent=oneshot",
+        "--platform=cpu",
+        "--override",
+        f"run_root={root / 'runs'}",
+        env=env,
+        module="pytest",
+    )
+    assert "passed" in suite.stdout, suite.stdout[-3000:] + suite.stderr[-2000:]
+    run_dir = next((root / "runs").glob("*/*"))
+    out = root / "e2e"
+    planted = [
+        f"{ids[ERFINV]}={HERE / 'fast_erfinv.py'}",
+        f"{ids[RELU]}={HERE / 'relu_assumes_positive.py'}",
+        f"{ids[SIGMOID]}={HERE / 'slow_sigmoid.py'}",
+    ]
+    e2e = forgebench(
+        "e2e",
+        "--model",
+        SPEC,
+        "--run",
+        str(run_dir),
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+        "--budget-ms",
+        "300",
+        *[a for p in planted for a in ("--kernel", p)],
+        env=env,
+    )
+    assert e2e.returncode == 0, e2e.stderr[-3000:]
+    return {
+        "root": root,
+        "env": env,
+        "ids": ids,
+        "run_dir": run_dir,
+        "out": out,
+        "stdout": e2e.stdout,
+        "found": json.loads((out / "e2e.json").read_text()),
+        "folder": folder,
+    }
+
+
+def decisions(world) -> dict[str, dict]:
+    return {d["task_id"]: d for d in world["found"]["decisions"]}
+
+
+def test_the_guard_keeps_the_faster_kernel_and_rejects_the_wrong_and_the_slower(world):
+    by_task, ids = decisions(world), world["ids"]
+    assert by_task[ids[ERFINV]]["decision"] == "kept", by_task[ids[ERFINV]]
+    assert by_task[ids[ERFINV]]["in_place_speedup"] > 1
+    assert by_task[ids[RELU]]["decision"] == "incorrect_in_model", by_task[ids[RELU]]
+    assert "model's own activations" in by_task[ids[RELU]]["reason"]
+    assert by_task[ids[SIGMOID]]["decision"] == "slower_in_place", by_task[ids[SIGMOID]]
+    assert world["found"]["hits_per_forward"] == {ids[ERFINV]: 1}
+    # The rejected kernel never ran in the model: its output is eager's (erfinv in fp32 rounds alike).
+    assert world["found"]["max_output_error"] == 0.0
+    assert "1 kernels kept, 2 not" in world["stdout"]
+
+
+def test_the_wrong_relu_is_correct_on_the_task_s_own_random_inputs(world):
+    task = world["folder"] / world["ids"][RELU]
+    graded = forgebench(
+        "eval", "--task", str(task), "--candidate", str(HERE / "relu_assumes_positive.py"), "--json", env=world["env"]
+    )
+    assert json.loads(graded.stdout)["verdict"] == "correct", graded.stdout[-2000:]
+
+
+def test_the_e2e_run_is_recorded_with_its_decisions(world):
+    client = mlflow_client(world["env"]["MLFLOW_TRACKING_URI"])
+    run = client.get_run(world["found"]["run_id"])
+    assert run.data.tags["forgebench.kind"] == "e2e" and run.data.tags["model"] == MODEL
+    metrics = run.data.metrics
+    for name in (
+        "e2e_speedup_vs_eager",
+        "predicted_speedup",
+        "share_of_time_replaced",
+        "kernels_kept",
+        "kernels_rejected",
+        "max_output_error",
+        "interposer_overhead_us_per_intercepted_call",
+    ):
+        assert name in metrics, sorted(metrics)
+    assert metrics["kernels_kept"] == 1 and metrics["kernels_rejected"] == 2
+    assert 0 < metrics["share_of_time_replaced"] < 1
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"e2e.json", "decisions.json"} <= artifacts
+
+
+def test_an_exported_bundle_applies_and_an_unseen_shape_falls_back(world, tmp_path):
+    bundle = world["root"] / "bundle"
+    made = forgebench("export", "--run", str(world["run_dir"]), "--model", SPEC, str(bundle), env=world["env"])
+    assert made.returncode == 0, made.stderr
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert [k["task_id"] for k in manifest["kernels"]] == [world["ids"][ERFINV]]
+    model, (x,) = e2e_fixture_model.build()
+    with torch.no_grad():
+        eager = model(x)
+        installed = apply(model, bundle)
+        assert torch.equal(model(x), eager)
+        assert installed.interposer.hits == {world["ids"][ERFINV]: 1}
+        # Half the rows: a signature the task was never captured at goes to PyTorch.
+        small = e2e_fixture_model.inputs(rows=32)
+        installed.remove()
+        eager_small = model(small)
+        installed = apply(model, bundle)
+        assert torch.equal(model(small), eager_small)
+        assert not installed.interposer.hits and installed.interposer.unmatched == 1
+
+
+def test_a_bundle_with_a_flipped_byte_or_from_elsewhere_is_refused(world, tmp_path):
+    bundle = world["root"] / "bundle"
+    if not bundle.is_dir():
+        pytest.skip("the export test makes the bundle")
+    model, (x,) = e2e_fixture_model.build()
+    flipped = tmp_path / "flipped"
+    subprocess.run(["cp", "-r", str(bundle), str(flipped)], check=True)
+    kernel = next((flipped / "kernels").glob("*.py"))
+    data = bytearray(kernel.read_bytes())
+    data[10] ^= 0x01
+    kernel.write_bytes(bytes(data))
+    with pytest.raises(ForgeBenchError, match="does not match its checksum"):
+        apply(model, flipped)
+
+    elsewhere = tmp_path / "elsewhere"
+    subprocess.run(["cp", "-r", str(bundle), str(elsewhere)], check=True)
+    manifest = json.loads((elsewhere / "manifest.json").read_text())
+    manifest["environment"]["torch"] = "1.0.0"
+    (elsewhere / "manifest.json").write_text(json.dumps(manifest))
+    from harness.integrate.bundle import SUMS, _sha
+
+    files = sorted(p for p in elsewhere.rglob("*") if p.is_file() and p.name != SUMS)
+    (elsewhere / SUMS).write_text("".join(f"{_sha(p)}  {p.relative_to(elsewhere)}\n" for p in files))
+    with pytest.raises(ForgeBenchError, match="made elsewhere"):
+        apply(model, elsewhere)
+    with torch.no_grad():
+        installed = apply(model, elsewhere, example_inputs=(x,), reverify=True)
+        assert [d.decision for d in installed.decisions] == ["kept"]
+        model(x)
+    assert installed.interposer.hits
+
+
+def test_e2e_names_what_is_wrong_with_its_arguments(world):
+    bad = forgebench("e2e", "--model", SPEC, "--run", "no-such-run", env=world["env"])
+    assert bad.returncode == 2 and "neither a run folder nor a run id" in bad.stderr
+    bad = forgebench("e2e", "--model", "resnet50", "--run", str(world["run_dir"]), env=world["env"])
+    assert bad.returncode == 2 and "has no task captured from 'resnet50'" in bad.stderr
+    bad = forgebench("e2e", "--model", SPEC, "--run", str(world["run_dir"]), "--kernel", "nope", env=world["env"])
+    assert bad.returncode == 2 and "TASK_ID=FILE.py" in bad.stderr

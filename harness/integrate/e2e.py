@@ -133,9 +133,13 @@ def run_e2e(
 def _model_run(out: Path, timeout_s: float) -> dict:
     """model_run.py in its own process, with the sandbox's scrubbed environment: the kernels are
     model-written code and no key of ours reaches them."""
+    import os
+
     from harness.evaluate.sandbox import base_env
 
-    env = {**base_env(), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    # The harness, then whatever the user's PYTHONPATH holds (packages installed beside it).
+    paths = [str(Path(__file__).resolve().parents[2])] + [p for p in [os.environ.get("PYTHONPATH")] if p]
+    env = {**base_env(), "PYTHONPATH": os.pathsep.join(paths)}
     started = time.monotonic()
     try:
         done = subprocess.run(

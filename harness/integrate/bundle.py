@@ -118,27 +118,28 @@ def _environment_here(device) -> dict:
 
 @dataclass
 class Installed:
-    """A bundle installed in a model: its interposer's counts, and how to take it out again."""
+    """A bundle installed in a model: call it as the model; `patch` holds the counts (calls sent to
+    each kernel, fallbacks, calls left to PyTorch), `decisions` the guard's when it was re-verified."""
 
-    model: Any
-    interposer: Any
+    run: Any
+    patch: Any
     decisions: list = field(default_factory=list)
-    _forward: Any = None
 
-    def remove(self) -> None:
-        self.model.forward = self._forward
+    def __call__(self, *args, **kwargs):
+        return self.run(*args, **kwargs)
 
 
 def apply(model, bundle: str | Path, example_inputs: tuple | list | dict | None = None, reverify: bool = False):
-    """Install a bundle's kernels in `model`: each call at a captured signature goes to its kernel,
-    every other call (and any that raises) to PyTorch. Refuses a tampered bundle, and one made on
+    """Install a bundle's kernels in `model`, returning a callable to use in its place (the model
+    compiled with the graph pass of graph_patch.py): each call at a captured signature goes to its
+    kernel, every other call (and any whose kernel raises) to PyTorch. Refuses a tampered bundle, and one made on
     another device or torch/triton version unless `reverify`: then each kernel is checked and timed
     again on the model's own activations for `example_inputs` (guard.py) and kept only if it passes."""
     import torch
 
     from harness.evaluate.models import build_model, copy_parameters, load_candidate, make_inputs
     from harness.integrate import guard
-    from harness.integrate.interposer import Interposer, Kernel
+    from harness.integrate.graph_patch import Kernel, Patch
     from harness.integrate.signature import task_call
     from harness.reference import load_reference_module
 
@@ -178,12 +179,5 @@ def apply(model, bundle: str | Path, example_inputs: tuple | list | dict | None 
         tolerance = {e["task_id"]: e["tolerance"] for e in manifest["kernels"]}
         decisions = [guard.decide(k, recorded[k.task_id], tolerance[k.task_id], device, 100.0) for k in kernels]
         kernels = [k for k, d in zip(kernels, decisions) if d.kept]
-    interposer = Interposer(kernels)
-    original = model.forward
-
-    def forward(*args, **kwargs):
-        with interposer:
-            return original(*args, **kwargs)
-
-    model.forward = forward
-    return Installed(model, interposer, decisions, original)
+    patch = Patch(kernels)
+    return Installed(patch.compile(model), patch, decisions)

@@ -175,8 +175,8 @@ def summary_metrics(found: dict) -> dict[str, float]:
         "share_of_time_replaced": found["share_of_time_replaced"],
         "kernels_kept": sum(d["decision"] == "kept" for d in decisions),
         "kernels_rejected": sum(d["decision"] != "kept" for d in decisions),
-        "interposer_overhead_us_per_call": found["interposer_overhead_us_per_call"],
-        "interposer_overhead_us_per_intercepted_call": found["interposer_overhead_us_per_intercepted_call"],
+        "graph_only_ms": t["graph_only"]["median_ms"],
+        "patch_overhead_us_per_call": found["patch_overhead_us_per_call"],
     }
     if "compile" in t:
         metrics["compile_ms"] = t["compile"]["median_ms"]
@@ -233,9 +233,9 @@ def describe(found: dict) -> str:
         + (f"; tokens match: {found['tokens_match']}" if found.get("tokens_match") is not None else "")
     )
     lines.append(
-        f"interposer: {m['interposer_overhead_us_per_intercepted_call']:.3g} us per intercepted call "
-        f"({found['intercepted_calls_per_forward']} a forward), "
-        f"{m['interposer_overhead_us_per_call']:.3g} us per ATen call"
+        f"graph pass, no kernel: {m['graph_only_ms']:.4g} ms ({m['patch_overhead_us_per_call']:+.3g} us per ATen call "
+        f"of {found['aten_calls_per_forward']} against eager); {sum(found['hits_per_forward'].values())} calls a "
+        f"forward went to kernels, {found['unmatched_calls']} of their ops' calls at other signatures to PyTorch"
     )
     lines.append(f"patched compile: {found['patched_compile']}")
     decisions = []

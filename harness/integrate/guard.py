@@ -16,9 +16,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from harness.capture.record import functional
 from harness.evaluate import timing
 from harness.evaluate.checks import compare
-from harness.integrate.interposer import Kernel, kernel_inputs
+from harness.integrate.graph_patch import Kernel, kernel_inputs
 from harness.integrate.signature import of_call
 
 # Recorded calls per signature: a layer repeated 40 times is checked on its first eight.
@@ -52,12 +53,15 @@ class _Activations(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        # An in-place call (ResNet's `out += identity`) is its out-of-place twin in the task, and in
+        # the traced graph the interposer patches; its arguments are copied before it writes them.
+        twin = functional(func) if func._schema.is_mutable else func
+        task_id = self.by_signature.get(of_call(twin, args, kwargs)) if twin in self.ops else None
+        wanted = task_id is not None and len(self.calls[task_id]) < _MAX_RECORDED
+        copy = tree_unflatten(*_cloned(args)) if wanted else None
         out = func(*args, **kwargs)
-        if func in self.ops:
-            task_id = self.by_signature.get(of_call(func, args, kwargs))
-            if task_id is not None and len(self.calls[task_id]) < _MAX_RECORDED:
-                copy = tree_unflatten(*_cloned(args))
-                self.calls[task_id].append((copy, tree_unflatten(*_cloned(out))))
+        if wanted:
+            self.calls[task_id].append((copy, tree_unflatten(*_cloned(out))))
         return out
 
 

@@ -4,8 +4,9 @@ they run with a scrubbed environment (no API key reaches them), away from the re
     python -m harness.integrate.model_run REQUEST.json
 
 Builds the workload as capture built it, puts each task's kernel through the guard (guard.py),
-then times the whole model (eager, torch.compile, eager with the kept kernels, eager under an
-interposer that replaces nothing: its overhead), checks the patched model's output against eager's,
+then times the whole model (eager; torch.compile; the kept kernels in place by the graph pass,
+graph_patch.py; the same graph pass with no kernel, its overhead), checks the patched model's
+output against eager's,
 and writes what it found to the request's result_path. Imports neither MLflow nor litellm.
 """
 
@@ -27,7 +28,7 @@ from harness.evaluate import timing
 from harness.evaluate.models import build_model, copy_parameters, load_candidate, make_inputs
 from harness.evaluate.verdict import Verdict
 from harness.integrate import guard
-from harness.integrate.interposer import Interposer, Kernel
+from harness.integrate.graph_patch import Kernel, Patch
 from harness.integrate.signature import NotIntegrable, task_call
 from harness.reference import load_reference_module
 
@@ -125,44 +126,44 @@ def run(request: dict) -> dict:
         t = timing.measure(lambda: fn(), [[]], adapter, **settings)
         return {"median_ms": t.median_ms, "p20_ms": t.p20_ms, "p80_ms": t.p80_ms, "runs": t.runs, "host_ms": t.host_ms}
 
-    def under(mode):
-        def call():
-            with mode:
-                return work.run()
-
-        return call
+    def calling(model):
+        inputs = work.inputs
+        return (lambda: model(**inputs)) if isinstance(inputs, dict) else (lambda: model(*inputs))
 
     counter = _Counter()
-    under(counter)()
+    with counter:
+        work.run()
     eager_out = work.run()
     found: dict[str, Any] = {"aten_calls_per_forward": counter.calls, "timings": {}}
     found["timings"]["eager"] = timed(work.run)
-    patched = Interposer(kept)
-    patched_out = under(patched)()
-    found["hits_per_forward"] = dict(patched.hits)
-    found["timings"]["patched_eager"] = timed(under(patched))
-    # Every kernel's op watched, none replaced: what the interposer costs the forward by itself.
-    idle = Interposer([], watch=[k.call for k in kernels])
-    under(idle)()
-    found["intercepted_calls_per_forward"] = idle.op_calls  # one forward's, before timing adds more
-    found["timings"]["interposer_only"] = timed(under(idle))
+    patch = Patch(kept)
+    run_patched = calling(patch.compile(work.model))
+    patched_out = run_patched()  # traced and patched here
+    found["hits_per_forward"] = dict(patch.hits)
+    found["unmatched_calls"] = patch.unmatched
+    found["timings"]["patched_eager"] = timed(run_patched)
+    # The same graph pass with no kernel: what tracing and running the graph as FX code cost.
+    torch._dynamo.reset()
+    bare = Patch([])
+    run_bare = calling(bare.compile(work.model))
+    run_bare()
+    found["graph_calls_per_forward"] = bare.graph_calls
+    found["timings"]["graph_only"] = timed(run_bare)
+    torch._dynamo.reset()
     try:
-        compiled = torch.compile(work.model)
-        inputs = work.inputs
-        run_compiled = (lambda: compiled(**inputs)) if isinstance(inputs, dict) else (lambda: compiled(*inputs))
+        run_compiled = calling(torch.compile(work.model))
         run_compiled()
         found["timings"]["compile"] = timed(run_compiled)
     except Exception as exc:  # a model Inductor cannot compile here: said, and the rest stands
         found["compile_error"] = f"{type(exc).__name__}: {exc}"[:400]
-    found["patched_compile"] = "not measured: a dispatch mode does not compose with torch.compile's graphs"
+    found["patched_compile"] = (
+        "not measured: the kernels are Python callables in the graph, which Inductor does not take"
+    )
     found.update(agreement(eager_out, patched_out))
-    found["fallbacks"] = dict(patched.fallbacks)
-    found["fallback_errors"] = dict(patched.errors)
-    eager_ms = found["timings"]["eager"]["median_ms"]
-    overhead_ms = found["timings"]["interposer_only"]["median_ms"] - eager_ms
-    found["interposer_overhead_ms"] = overhead_ms
-    found["interposer_overhead_us_per_call"] = 1e3 * overhead_ms / max(counter.calls, 1)
-    found["interposer_overhead_us_per_intercepted_call"] = 1e3 * overhead_ms / max(idle.op_calls, 1)
+    found["fallbacks"], found["fallback_errors"] = dict(patch.fallbacks), dict(patch.errors)
+    overhead_ms = found["timings"]["graph_only"]["median_ms"] - found["timings"]["eager"]["median_ms"]
+    found["patch_overhead_ms_per_forward"] = overhead_ms
+    found["patch_overhead_us_per_call"] = 1e3 * overhead_ms / max(counter.calls, 1)
     # A kernel given with --kernel has no isolated speedup from the suite: its in-place one stands in.
     shares = [
         (by_id[d.task_id].get("time_share") or 0.0, by_id[d.task_id].get("isolated_speedup") or d.in_place_speedup)

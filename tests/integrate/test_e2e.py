@@ -150,7 +150,8 @@ def test_the_e2e_run_is_recorded_with_its_decisions(world):
         "kernels_kept",
         "kernels_rejected",
         "max_output_error",
-        "interposer_overhead_us_per_intercepted_call",
+        "patch_overhead_us_per_call",
+        "graph_only_ms",
     ):
         assert name in metrics, sorted(metrics)
     assert metrics["kernels_kept"] == 1 and metrics["kernels_rejected"] == 2
@@ -166,18 +167,15 @@ def test_an_exported_bundle_applies_and_an_unseen_shape_falls_back(world, tmp_pa
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert [k["task_id"] for k in manifest["kernels"]] == [world["ids"][ERFINV]]
     model, (x,) = e2e_fixture_model.build()
+    small = e2e_fixture_model.inputs(rows=32)
     with torch.no_grad():
-        eager = model(x)
+        eager, eager_small = model(x), model(small)
         installed = apply(model, bundle)
-        assert torch.equal(model(x), eager)
-        assert installed.interposer.hits == {world["ids"][ERFINV]: 1}
+        assert torch.equal(installed(x), eager)
+        assert installed.patch.hits == {world["ids"][ERFINV]: 1}
         # Half the rows: a signature the task was never captured at goes to PyTorch.
-        small = e2e_fixture_model.inputs(rows=32)
-        installed.remove()
-        eager_small = model(small)
-        installed = apply(model, bundle)
-        assert torch.equal(model(small), eager_small)
-        assert not installed.interposer.hits and installed.interposer.unmatched == 1
+        assert torch.equal(installed(small), eager_small)
+        assert installed.patch.hits == {world["ids"][ERFINV]: 1} and installed.patch.unmatched == 1
 
 
 def test_a_bundle_with_a_flipped_byte_or_from_elsewhere_is_refused(world, tmp_path):
@@ -208,8 +206,8 @@ def test_a_bundle_with_a_flipped_byte_or_from_elsewhere_is_refused(world, tmp_pa
     with torch.no_grad():
         installed = apply(model, elsewhere, example_inputs=(x,), reverify=True)
         assert [d.decision for d in installed.decisions] == ["kept"]
-        model(x)
-    assert installed.interposer.hits
+        installed(x)
+    assert installed.patch.hits
 
 
 def test_e2e_names_what_is_wrong_with_its_arguments(world):

@@ -192,6 +192,13 @@ def _leaderboard(args: argparse.Namespace) -> int:
 
     tracking_uri, experiment = store(args.tracking_uri, args.experiment)
     check_store_exists(tracking_uri)
+    if args.e2e:
+        from leaderboard.e2e import LAYOUT, e2e_runs
+
+        runs = e2e_runs(tracking_uri, experiment)
+        if runs.empty:
+            print(f"no e2e runs in {tracking_uri}; run `forgebench e2e` first.", file=sys.stderr)
+        return _write_board(FORMATS[args.format](by_task_set(runs), LAYOUT), args.out)
     tasks = task_runs(tracking_uri, experiment)
     if tasks.empty:
         print(f"no ForgeBench runs in {tracking_uri}; run `pytest suite/` first.", file=sys.stderr)
@@ -199,11 +206,14 @@ def _leaderboard(args: argparse.Namespace) -> int:
         filters = {k: getattr(args, k) for k in ("suite", "model", "agent", "platform", "since")}
         tasks = select_runs(tasks, run=args.run_id, **filters)
     frame, layout = (per_task(tasks), TASK_LAYOUT) if args.per_task else (summarize(tasks), RUN_LAYOUT)
-    text = FORMATS[args.format](by_task_set(frame), layout)
-    if args.out is None:
+    return _write_board(FORMATS[args.format](by_task_set(frame), layout), args.out)
+
+
+def _write_board(text: str, out: str | None) -> int:
+    if out is None:
         print(text)
         return 0
-    out = Path(args.out)
+    out = Path(out)
     if not out.parent.is_dir():
         raise ForgeBenchError(f"--out {out}: the folder {out.parent} does not exist; create it or name another file.")
     out.write_text(text + "\n")
@@ -395,6 +405,7 @@ def parser() -> argparse.ArgumentParser:
     board = sub.add_parser("leaderboard", help="the leaderboard, one table per task set, from MLflow alone")
     board.add_argument("--run", dest="run_id", default=None, help="only this suite run (its id, or its first 6+)")
     board.add_argument("--per-task", action="store_true", help="one row per task instead of per suite run")
+    board.add_argument("--e2e", action="store_true", help="the models with their kernels back in (forgebench e2e)")
     board.add_argument("--format", choices=["md", "json", "csv", "html"], default="md", help="default: md")
     board.add_argument("--out", default=None, metavar="FILE", help="write the table to FILE instead of stdout")
     board.add_argument("--suite", default=None, help="only runs of this suite (or task set, as the headings name it)")

@@ -158,6 +158,9 @@ def test_the_e2e_run_is_recorded_with_its_decisions(world):
     assert 0 < metrics["share_of_time_replaced"] < 1
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"e2e.json", "decisions.json"} <= artifacts
+    board = forgebench("leaderboard", "--e2e", "--format", "json", env=world["env"])
+    rows = json.loads(board.stdout)[0]["rows"]
+    assert rows[0]["model"] == MODEL and rows[0]["kernels_kept"] == 1 and rows[0]["e2e_speedup_vs_eager"] > 0
 
 
 def test_an_exported_bundle_applies_and_an_unseen_shape_falls_back(world, tmp_path):

@@ -239,7 +239,7 @@ def run_candidate(request: dict, device: Device, reference) -> WorkerReport:
     del timing_sets, working, timed_call, ref_model
     device.empty_cache()
     folder = Path(request["outputs_path"]).parent
-    if not (request.get("share_outputs") and handover.offer(kept, folder, device, outputs.DTYPES)):
+    if not (request.get("share_outputs") and handover.offer(kept, folder, device)):
         outputs.write(Path(request["outputs_path"]), kept)
     phases["save_s"] = clock() - start
     return report

@@ -21,31 +21,25 @@ from typing import Any
 
 import torch
 
+from harness.evaluate import outputs
+
 SHARED, JUDGED = "shared.json", "judged"
 _MAX_DESCRIPTION_BYTES = 1 << 20
 _POLL_S = 0.005
 
 
-def offer(calls: list[list[torch.Tensor] | str], folder: Path, device, dtypes: dict) -> bool:
+def offer(calls: list[list[torch.Tensor] | str], folder: Path, device) -> bool:
     """Describe the calls' outputs for the judge and wait for its answer: True when it took them,
     False when the outputs must be written to a file instead. The tensors stay alive and unchanged
     until the answer comes (the judge reads them in place)."""
     held: list[torch.Tensor] = []
+
+    def exported(t: torch.Tensor) -> dict:
+        held.append(t)
+        return device.export(t)
+
     try:
-        described: list[dict] = []
-        for call in calls:
-            if isinstance(call, str):
-                described.append({"error": call})
-                continue
-            entries = []
-            for t in call:
-                if str(t.dtype).removeprefix("torch.") not in dtypes:
-                    described.append({"error": f"forward returned a tensor of dtype {t.dtype}"})
-                    break
-                held.append(t.contiguous())
-                entries.append(device.export(held[-1]))
-            else:
-                described.append({"tensors": entries})
+        described = outputs.describe(calls, exported)
         device.synchronize()
         description: dict[str, Any] = {"calls": described}
     except Exception as exc:  # the driver would not export them: the file path, and the reason said

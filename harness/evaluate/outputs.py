@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,25 +80,37 @@ def keep(output: Any) -> list[torch.Tensor] | str:
     return found if isinstance(found, str) else [t.detach().clone() for t in found]
 
 
-def write(path: Path, calls: list[list[torch.Tensor] | str]) -> None:
-    """Each call's tensors (or why it has none), as one header and the tensors' bytes in order."""
-    entries, tensors, offset = [], [], 0
+def describe(calls: list[list[torch.Tensor] | str], entry: Callable[[torch.Tensor], dict]) -> list[dict]:
+    """Each call as {"tensors": [entry(t) for its contiguous tensors]}, or {"error": why} where it
+    has none or holds a dtype the reader does not know: the header of a file, or of a handover."""
+    described: list[dict] = []
     for call in calls:
         if isinstance(call, str):
-            entries.append({"error": call})
+            described.append({"error": call})
             continue
-        described = []
-        for t in call:
-            if str(t.dtype).removeprefix("torch.") not in DTYPES:
-                entries.append({"error": f"forward returned a tensor of dtype {t.dtype}"})
-                break
-            flat = t.contiguous().reshape(-1)
-            nbytes = flat.numel() * flat.element_size()
-            described.append({"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "offset": offset})
-            tensors.append(flat)
-            offset += nbytes + _padding(nbytes)
-        else:
-            entries.append({"tensors": described})
+        unknown = [t.dtype for t in call if str(t.dtype).removeprefix("torch.") not in DTYPES]
+        if unknown:
+            described.append({"error": f"forward returned a tensor of dtype {unknown[0]}"})
+            continue
+        described.append({"tensors": [entry(t.contiguous()) for t in call]})
+    return described
+
+
+def write(path: Path, calls: list[list[torch.Tensor] | str]) -> None:
+    """Each call's tensors (or why it has none), as one header and the tensors' bytes in order."""
+    tensors: list[torch.Tensor] = []
+    offset = 0
+
+    def entry(t: torch.Tensor) -> dict:
+        nonlocal offset
+        flat = t.reshape(-1)
+        nbytes = flat.numel() * flat.element_size()
+        described = {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "offset": offset}
+        tensors.append(flat)
+        offset += nbytes + _padding(nbytes)
+        return described
+
+    entries = describe(calls, entry)
     header = json.dumps({"calls": entries, "bytes": offset}).encode()
     with open(path, "wb") as f:
         f.write(_HEADER.pack(len(header)))

@@ -7,7 +7,6 @@ import threading
 import torch
 
 from harness.evaluate import handover
-from harness.evaluate.outputs import DTYPES
 
 
 class _InProcessDevice:
@@ -31,7 +30,7 @@ def _offer_and_watch(tmp_path, device, calls, judge):
     watch = handover.Watch(tmp_path, judge)
     watch.start()
     taken = []
-    worker = threading.Thread(target=lambda: taken.append(handover.offer(calls, tmp_path, device, DTYPES)))
+    worker = threading.Thread(target=lambda: taken.append(handover.offer(calls, tmp_path, device)))
     worker.start()
     worker.join(timeout=10)
     watch.stop()

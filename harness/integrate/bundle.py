@@ -168,16 +168,16 @@ def apply(model, bundle: str | Path, example_inputs: tuple | list | dict | None 
         candidate = load_candidate(bundle / entry["kernel"])
         module = build_model(candidate.ModelNew, reference, 0, device)
         copy_parameters(build_model(reference.Model, reference, 0, device), module)
-        kernels.append(Kernel(entry["task_id"], call, module, len(inputs)))
+        kernels.append(Kernel(entry["task_id"], call, module))
     decisions = []
     if reverify:
 
-        def run():
-            return model(**example_inputs) if isinstance(example_inputs, dict) else model(*example_inputs)
+        def run(compiled):
+            return compiled(**example_inputs) if isinstance(example_inputs, dict) else compiled(*example_inputs)
 
-        recorded = guard.record(run, kernels)
+        recorded = guard.record(model, run, kernels)
         tolerance = {e["task_id"]: e["tolerance"] for e in manifest["kernels"]}
-        decisions = [guard.decide(k, recorded[k.task_id], tolerance[k.task_id], device, 100.0) for k in kernels]
+        decisions = [guard.decide(k, recorded[k.task_id], tolerance[k.task_id], device, 300.0) for k in kernels]
         kernels = [k for k, d in zip(kernels, decisions) if d.kept]
     patch = Patch(kernels)
     return Installed(patch.compile(model), patch, decisions)

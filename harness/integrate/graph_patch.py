@@ -1,14 +1,19 @@
-"""The interposer: a torch.compile backend whose graph pass sends a call to a kept kernel when, and
-only when, the call's signature in the traced ATen graph is one the kernel's task was captured at
-(signature.py); every other call stays PyTorch's. The patched graph runs as FX code, not through
-Inductor. A kernel that raises falls back to the op for that call, and the fallback is counted.
+"""The interposer: a torch.compile backend whose pass over the traced ATen graph replaces a
+subgraph by a kept kernel when, and only when, it makes exactly its task's calls (signature.py): the
+same ops, in the same dataflow, on tensors of the captured shapes, dtypes, strides and devices, with
+the same other arguments, and with no intermediate result read elsewhere. Every other call stays
+PyTorch's. The patched graph runs as FX code, not through Inductor. A kernel that raises falls back
+to the task's own calls for that call, and the fallback is counted.
 
-Chosen by measurement (docs/benchmarks.md, ninth session): a dispatch mode sees every ATen call
-of the forward from Python, 17.7 us each on the H200's host, which made ResNet-50 2.4x slower with
-no kernel in it at all. The graph pass pays nothing per call it leaves alone, and the traced graph
-says which of an op's outputs anything reads. Dynamo's guards recompile the graph for inputs of
-another shape, dtype or layout, and the pass finds no captured signature there: those calls go to
-PyTorch.
+Chosen by measurement (docs/benchmarks.md, ninth session): a dispatch mode sees every ATen call of
+the forward from Python, 17.7 us each on the H200's host, which made ResNet-50 1.75-2.4x slower with
+no kernel in it. The pass decides once, when the graph is traced, and pays nothing for the calls it
+leaves alone; the graph says which outputs anything reads, and in-place calls are functional there.
+Dynamo's guards trace anew for inputs of another shape, dtype or layout, where no captured
+signature appears: those calls go to PyTorch.
+
+With `record`, the pass leaves the calls as they are and copies the inputs and output of every match
+(up to eight a kernel): the model's own activations, which the guard checks kernels on (guard.py).
 """
 
 from __future__ import annotations
@@ -19,78 +24,127 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
 
-from harness.integrate.signature import TaskCall, describe
+from harness.integrate.signature import Input, Step, TaskCall, describe
 
 aten = torch.ops.aten
+# Recorded calls per kernel: a layer repeated 40 times is checked on its first eight.
+MAX_RECORDED = 8
 
 
 @dataclass
 class Kernel:
-    """A kept kernel in place of its task's call."""
+    """A kept kernel in place of its task's calls."""
 
     task_id: str
     call: TaskCall
     module: torch.nn.Module
-    n_inputs: int
 
 
-def kernel_inputs(kernel: Kernel, args: tuple) -> list[Any]:
-    """The kernel's forward inputs, taken from the call's tensor arguments (TaskCall.input_positions)."""
-    leaves, _ = tree_flatten(list(args))
-    tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
-    inputs: list[Any] = [None] * kernel.n_inputs
-    for position, t in zip(kernel.call.input_positions, tensors):
-        inputs[position] = t
-    return inputs
-
-
-def _batch_norm_in_eval(args: tuple) -> tuple:
+def _batch_norm_in_eval(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     x, weight, bias, mean, var, momentum, eps = args
-    return (x, weight, bias, mean, var, False, momentum, eps)
+    return (x, weight, bias, mean, var, False, momentum, eps), kwargs
 
 
-# Ops a traced graph holds in another spelling than eager dispatches them, and how a call in the
-# graph's spelling reads in the captured one.
+# Ops a traced graph holds in another spelling than eager dispatches them (and the capture
+# recorded), and how a call in the graph's spelling reads in the captured one.
 _CAPTURED_AS = {
     aten._native_batch_norm_legit_no_training.default: (aten.native_batch_norm.default, _batch_norm_in_eval),
 }
 
 
-def captured_form(op, args: tuple) -> tuple[Any, tuple]:
+def captured_form(node: torch.fx.Node) -> tuple[Any, tuple, dict]:
+    op, args, kwargs = node.target, tuple(node.args), dict(node.kwargs)
     if op in _CAPTURED_AS:
         twin, convert = _CAPTURED_AS[op]
-        return twin, convert(tuple(args))
-    return op, tuple(args)
+        return twin, *convert(args, kwargs)
+    return op, args, kwargs
 
 
-def _meta(value: Any) -> Any:
-    """A graph node's arguments with each node replaced by its traced value (a fake tensor)."""
-    return tree_map(lambda v: v.meta.get("val", v) if isinstance(v, torch.fx.Node) else v, value)
+def _layout(value: Any) -> Any:
+    if isinstance(value, torch.fx.Node):
+        value = value.meta.get("val")
+    return describe(value) if isinstance(value, torch.Tensor) else None
 
 
-def _reads_only(node: torch.fx.Node, index: int, outputs: int) -> bool:
-    """Whether the graph reads no output of a multi-output call but `index` (batch norm's saved
-    statistics are returned, and read by nothing in inference)."""
-    if outputs == 1:
-        return True
-    return all(u.target is operator.getitem and u.args[1] == index for u in node.users)
+class _Match:
+    """A unification of a task's steps with graph nodes, and of its inputs with graph values."""
+
+    def __init__(self, call: TaskCall):
+        self.call = call
+        self.steps: dict[int, torch.fx.Node] = {}
+        self.inputs: dict[int, torch.fx.Node] = {}
+        self.reads: set[torch.fx.Node] = set()  # getitem nodes inside the match
+
+    def step(self, j: int, node: Any) -> bool:
+        if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+            return False
+        if j in self.steps:
+            return self.steps[j] is node
+        if node in self.steps.values() or not isinstance(node.target, torch._ops.OpOverload):
+            return False
+        op, args, kwargs = captured_form(node)
+        want_op, want_args, want_kwargs = self.call.steps[j]
+        if op is not want_op or set(kwargs) != set(want_kwargs) or len(args) != len(want_args):
+            return False
+        self.steps[j] = node
+        return self.value(want_args, args) and all(self.value(want_kwargs[k], kwargs[k]) for k in want_kwargs)
+
+    def value(self, want: Any, got: Any) -> bool:
+        if isinstance(want, Input):
+            if _layout(got) != want.layout or not isinstance(got, torch.fx.Node):
+                return False
+            return self.inputs.setdefault(want.index, got) is got
+        if isinstance(want, Step):
+            if self.call.outputs_per_step[want.step] > 1:
+                if not (
+                    isinstance(got, torch.fx.Node) and got.target is operator.getitem and got.args[1] == want.output
+                ):
+                    return False
+                self.reads.add(got)
+                got = got.args[0]
+            return self.step(want.step, got)
+        if isinstance(want, (list, tuple)):
+            return isinstance(got, (list, tuple)) and len(want) == len(got) and all(map(self.value, want, got))
+        return not isinstance(got, torch.fx.Node) and describe(got) == describe(want)
+
+    def closed(self) -> bool:
+        """Whether nothing outside the match reads an intermediate result, and of the final call
+        only the output forward returns is read (batch norm's saved statistics are not)."""
+        final = self.steps[self.call.final]
+        inside = set(self.steps.values()) | self.reads
+        for j, node in self.steps.items():
+            readers = set(node.users)
+            if node is final:
+                if self.call.outputs_per_step[j] > 1 and not all(
+                    u.target is operator.getitem and u.args[1] == self.call.output_index for u in readers
+                ):
+                    return False
+                continue
+            for reader in readers:
+                if reader not in inside or (reader in self.reads and not set(reader.users) <= inside):
+                    return False
+        return len(self.steps) == len(self.call.steps) and len(self.inputs) == self.call.n_inputs
+
+
+def _aten_calls(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    return [n for n in gm.graph.nodes if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)]
 
 
 class Patch:
-    """The backend and its counts: calls each kernel ran, fallbacks after it raised, and how many
-    graph calls of the kernels' ops it left alone because their signature was not captured."""
+    """The backend and its counts: calls each kernel ran, fallbacks after it raised, and the calls
+    of the kernels' final ops it left alone because they did not match."""
 
-    def __init__(self, kernels: list[Kernel]):
-        self.by_signature = {k.call.signature: k for k in kernels}
-        self.ops = {k.call.op for k in kernels}
+    def __init__(self, kernels: list[Kernel], record: bool = False):
+        self.kernels, self.record = kernels, record
+        self.anchors = {k.call.anchor for k in kernels}
         self.hits: Counter = Counter()
         self.fallbacks: Counter = Counter()
         self.errors: dict[str, str] = {}
+        self.recorded: dict[str, list[tuple[list, torch.Tensor]]] = {k.task_id: [] for k in kernels}
         self.graph_calls = 0  # ATen calls in the traced graphs
-        self.replaced = 0  # of those, sent to a kernel
-        self.unmatched = 0  # calls of a kernel's op at a signature no kernel has
+        self.replaced = 0  # subgraphs sent to a kernel
+        self.unmatched = 0  # calls of a kernel's final op left to PyTorch: they matched no kernel's task
 
     def compile(self, model: torch.nn.Module):
         from torch._dynamo.backends.common import aot_autograd
@@ -98,42 +152,55 @@ class Patch:
         return torch.compile(model, backend=aot_autograd(fw_compiler=self._pass), dynamic=False)
 
     def _pass(self, gm: torch.fx.GraphModule, example_inputs) -> torch.fx.GraphModule:
-        for node in list(gm.graph.nodes):
-            if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
-                continue
-            self.graph_calls += 1
-            op, args = captured_form(node.target, node.args)
-            if op not in self.ops:
-                continue
-            signature = (str(op), describe(_meta(args)), describe(tuple(sorted(_meta(dict(node.kwargs)).items()))))
-            kernel = self.by_signature.get(signature)
-            if kernel is None or not _reads_only(node, kernel.call.output_index, len(kernel.call.empty_outputs)):
-                self.unmatched += 1
-                continue
-            node.target = self._replacement(kernel, node.target)
-            self.replaced += 1
+        self.graph_calls += len(_aten_calls(gm))
+        # Longest chains first: a fused task's kernel takes its whole subgraph before a single
+        # op's kernel could take one of its calls.
+        for kernel in sorted(self.kernels, key=lambda k: -len(k.call.steps)):
+            for node in _aten_calls(gm):
+                if captured_form(node)[0] is not kernel.call.anchor:
+                    continue
+                match = _Match(kernel.call)
+                if match.step(kernel.call.final, node) and match.closed():
+                    self._replace(gm, match, kernel)
+                    gm.graph.eliminate_dead_code()  # the chain's other calls, which now feed nothing
+        self.unmatched += sum(captured_form(n)[0] in self.anchors for n in _aten_calls(gm))
         gm.graph.lint()
         gm.recompile()
         return gm
 
-    def _replacement(self, kernel: Kernel, op):
-        """What the graph calls instead of `op`: the kernel, or the op again if the kernel raises."""
-        outputs = len(kernel.call.empty_outputs)
+    def _replace(self, gm: torch.fx.GraphModule, match: _Match, kernel: Kernel) -> None:
+        final = match.steps[kernel.call.final]
+        final.target = self._replacement(kernel)
+        final.args = tuple(match.inputs[i] for i in range(kernel.call.n_inputs))
+        final.kwargs = {}
+        self.replaced += 1
 
-        def forgebench_kernel(*args, **kwargs):
+    def _replacement(self, kernel: Kernel):
+        """What the graph calls instead: the kernel (or, recording, the task's own calls), on the
+        subgraph's inputs; the task's calls again if the kernel raises."""
+        call = kernel.call
+        multi = call.outputs_per_step[call.final]
+
+        def shaped(result):
+            # Only this output is read (_Match.closed); the others' places hold nothing.
+            return tuple(result if i == call.output_index else None for i in range(multi)) if multi > 1 else result
+
+        def forgebench_kernel(*inputs):
+            if self.record:
+                result = call.replay(list(inputs))
+                if len(self.recorded[kernel.task_id]) < MAX_RECORDED:
+                    self.recorded[kernel.task_id].append(([t.clone() for t in inputs], result.clone()))
+                return shaped(result)
             try:
-                result = kernel.module(*kernel_inputs(kernel, captured_form(op, args)[1]))
+                result = kernel.module(*inputs)
                 if not isinstance(result, torch.Tensor):
                     raise TypeError(f"the kernel returned {type(result).__name__}, not a tensor")
             except Exception as exc:  # the guard's run-time half: PyTorch answers instead
                 self.fallbacks[kernel.task_id] += 1
                 self.errors.setdefault(kernel.task_id, f"{type(exc).__name__}: {exc}"[:300])
-                return op(*args, **kwargs)
+                return shaped(call.replay(list(inputs)))
             self.hits[kernel.task_id] += 1
-            if outputs == 1:
-                return result
-            # Only this output is read (_reads_only); the others' places hold nothing.
-            return tuple(result if i == kernel.call.output_index else None for i in range(outputs))
+            return shaped(result)
 
         forgebench_kernel.__name__ = forgebench_kernel.__qualname__ = f"forgebench_kernel_{self.replaced}"
         return forgebench_kernel

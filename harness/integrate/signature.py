@@ -1,10 +1,9 @@
-"""What a call to an ATen op looks like to the interposer: its op, the shape, dtype, strides and
-device of every tensor argument, and the value of every other argument. A kernel is used only at
-a signature its task was captured with; a call at any other goes to PyTorch.
-
-A task's reference (harness/capture/emit.py) makes exactly the call it was captured from, its
-tensors in the order of forward's inputs, so running it once under a recorder gives the signature
-and how the call's arguments map to the kernel's inputs (TaskCall).
+"""What a task's calls look like to the interposer. A task's reference (harness/capture/emit.py)
+makes the calls it was captured from: one op, or a chain of them in which each reads an earlier
+one's result. Run once under a recorder, it gives `TaskCall`: every step's op and arguments, each
+tensor argument either one of forward's inputs (by its shape, dtype, strides and device) or an
+earlier step's output, every other argument by value. The graph pass (graph_patch.py) replaces a
+subgraph only where it matches all of that; any other call stays PyTorch's.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_map
 
 
 def describe(value: Any) -> Any:
@@ -28,8 +27,57 @@ def describe(value: Any) -> Any:
     return str(value)  # dtypes, devices, memory formats, layouts
 
 
-def of_call(func, args: tuple, kwargs: dict) -> tuple:
-    return (str(func), describe(args), describe(tuple(sorted(kwargs.items()))))
+@dataclass(frozen=True)
+class Input:
+    """A tensor argument that is forward's input `index`, as `layout` describes it."""
+
+    index: int
+    layout: tuple
+
+
+@dataclass(frozen=True)
+class Step:
+    """A tensor argument that is output `output` of the chain's step `step`."""
+
+    step: int
+    output: int
+
+
+@dataclass
+class TaskCall:
+    """The task's calls: steps of (op, args, kwargs) whose tensors are Input or Step, the rest
+    values; which step's which output forward returns, and how many outputs each step's op has."""
+
+    steps: list[tuple[Any, tuple, dict]]
+    n_inputs: int
+    final: int
+    output_index: int
+    outputs_per_step: list[int]
+
+    @property
+    def anchor(self):
+        """The op of the step whose result forward returns: where the graph pass starts matching."""
+        return self.steps[self.final][0]
+
+    def replay(self, inputs: list[Any]) -> Any:
+        """The task's own calls on these inputs: the op's answer a kernel replaces."""
+        results: list[list[Any]] = []
+        for op, args, kwargs in self.steps:
+
+            def fill(v):
+                if isinstance(v, Input):
+                    return inputs[v.index]
+                if isinstance(v, Step):
+                    return results[v.step][v.output]
+                return v
+
+            out = op(*tree_map(fill, args, is_leaf=_is_slot), **tree_map(fill, kwargs, is_leaf=_is_slot))
+            results.append(tree_flatten(out)[0])
+        return results[self.final][self.output_index]
+
+
+def _is_slot(value: Any) -> bool:
+    return isinstance(value, (Input, Step))
 
 
 class _Recorder(TorchDispatchMode):
@@ -44,61 +92,45 @@ class _Recorder(TorchDispatchMode):
         return out
 
 
-@dataclass
-class TaskCall:
-    """The one call a single-op task reproduces: its op and signature, which of the call's tensor
-    arguments (flattened, in order) is each of forward's inputs, which of the op's outputs
-    (flattened) forward returns, and the op's output structure for the rest."""
-
-    op: Any  # the OpOverload
-    signature: tuple
-    input_positions: list[int]
-    output_index: int
-    output_spec: Any  # the op's output structure (a pytree spec)
-    # (shape, dtype) of each output forward does not return, all empty (batch norm's saved
-    # statistics in eval), made anew on each call; None in the returned one's place.
-    empty_outputs: list[tuple[tuple[int, ...], torch.dtype] | None]
-
-
 class NotIntegrable(ValueError):
-    """The task cannot stand in for a model call; the sentence says why."""
+    """The task cannot stand in for a model's calls; the sentence says why."""
 
 
 def task_call(reference, inputs: list[Any]) -> TaskCall:
-    """Run the task's Model once under a recorder: its single ATen call, mapped to forward's inputs."""
+    """Run the task's Model once under a recorder: its calls, with their tensors traced to
+    forward's inputs or to earlier calls' outputs."""
     model = reference.Model(*reference.get_init_inputs())
     recorder = _Recorder()
     with torch.no_grad(), recorder:
         returned = model(*inputs)
     calls = [c for c in recorder.calls if c[0] is not torch.ops.aten.detach.default]
-    if len(calls) != 1:
-        raise NotIntegrable(
-            f"its reference makes {len(calls)} ATen calls; the interposer replaces single calls "
-            "(a fused chain needs a graph pass, not built yet)"
-        )
-    func, args, kwargs, out = calls[0]
-    if kwargs:
-        raise NotIntegrable("its call takes keyword tensor arguments, which the interposer does not map")
-    leaves, _ = tree_flatten(list(args))
-    tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
-    positions = []
-    for t in tensors:
-        found = [i for i, x in enumerate(inputs) if x is t]
+    if not calls:
+        raise NotIntegrable("its reference makes no ATen call")
+    produced: dict[int, Step] = {}
+    used: set[int] = set()
+    steps, counts = [], []
+
+    def slot(value):
+        if not isinstance(value, torch.Tensor):
+            return value
+        if id(value) in produced:
+            return produced[id(value)]
+        found = [i for i, x in enumerate(inputs) if x is value]
         if not found:
-            raise NotIntegrable("an argument of its call is not one of forward's inputs")
-        positions.append(found[0])
-    if sorted(set(positions)) != list(range(len(inputs))):
-        raise NotIntegrable("forward's inputs are not exactly its call's tensor arguments")
-    outs, spec = tree_flatten(out)
-    picked = [i for i, t in enumerate(outs) if t is returned]
-    if not picked:
-        raise NotIntegrable("forward does not return one of its call's outputs as it is")
-    empty: list = []
-    for i, t in enumerate(outs):
-        if i == picked[0]:
-            empty.append(None)
-        elif isinstance(t, torch.Tensor) and t.numel() == 0:
-            empty.append((tuple(t.shape), t.dtype))
-        else:
-            raise NotIntegrable("the op has outputs besides the one its task returns, which the model may read")
-    return TaskCall(func, of_call(func, args, kwargs), positions, picked[0], spec, empty)
+            raise NotIntegrable("a tensor its calls read is neither an input of forward nor an earlier call's output")
+        used.add(found[0])
+        return Input(found[0], describe(value))
+
+    for j, (func, args, kwargs, out) in enumerate(calls):
+        steps.append((func, tree_map(slot, tuple(args)), tree_map(slot, dict(kwargs))))
+        outs = tree_flatten(out)[0]
+        counts.append(len(outs))
+        for k, t in enumerate(outs):
+            if isinstance(t, torch.Tensor):
+                produced.setdefault(id(t), Step(j, k))
+    if used != set(range(len(inputs))):
+        raise NotIntegrable("forward has inputs its calls never read")
+    final = produced.get(id(returned))
+    if final is None:
+        raise NotIntegrable("forward does not return one of its calls' outputs as it is")
+    return TaskCall(steps, len(inputs), final.step, final.output, counts)

@@ -24,6 +24,7 @@ HERE = Path(__file__).parent
 SPEC = "tests.e2e_fixture_model:build"
 MODEL = "e2e_fixture_model"
 ERFINV, RELU, SIGMOID = "erfinv_64x256_3df0ce", "relu_64x256_f1ada6", "sigmoid_64x256_11153f"
+CHAIN = "fused5_tanh_sigmoid_64x256_6a938e"  # tanh, cast, erfinv, cast, sigmoid
 
 
 def forgebench(*args: str, env: dict, timeout: int = 600, module: str = "harness.cli") -> subprocess.CompletedProcess:
@@ -60,7 +61,7 @@ def world(tmp_path_factory):
     )
     assert captured.returncode == 0, captured.stderr
     folder = root / "tasks" / MODEL
-    ids = {name: f"{MODEL}_{name}" for name in (ERFINV, RELU, SIGMOID)}
+    ids = {name: f"{MODEL}_{name}" for name in (ERFINV, RELU, SIGMOID, CHAIN)}
     for task_id in ids.values():
         assert (folder / task_id).is_dir(), sorted(p.name for p in folder.iterdir())
     tasks = "[" + ",".join(str(folder / task_id) for task_id in ids.values()) + "]"
@@ -84,6 +85,7 @@ def world(tmp_path_factory):
         f"{ids[ERFINV]}={HERE / 'fast_erfinv.py'}",
         f"{ids[RELU]}={HERE / 'relu_assumes_positive.py'}",
         f"{ids[SIGMOID]}={HERE / 'slow_sigmoid.py'}",
+        f"{ids[CHAIN]}={HERE / 'fast_tanh_erfinv_sigmoid.py'}",
     ]
     e2e = forgebench(
         "e2e",
@@ -124,10 +126,14 @@ def test_the_guard_keeps_the_faster_kernel_and_rejects_the_wrong_and_the_slower(
     assert by_task[ids[RELU]]["decision"] == "incorrect_in_model", by_task[ids[RELU]]
     assert "model's own activations" in by_task[ids[RELU]]["reason"]
     assert by_task[ids[SIGMOID]]["decision"] == "slower_in_place", by_task[ids[SIGMOID]]
-    assert world["found"]["hits_per_forward"] == {ids[ERFINV]: 1}
-    # The rejected kernel never ran in the model: its output is eager's (erfinv in fp32 rounds alike).
+    # The fused chain's kernel is judged on the chain's own activations, and so is the erfinv
+    # inside it, recorded in a pass of its own; in the model the chain takes the whole subgraph.
+    assert by_task[ids[CHAIN]]["decision"] == "kept", by_task[ids[CHAIN]]
+    assert by_task[ids[CHAIN]]["calls_checked"] == 1 and by_task[ids[ERFINV]]["calls_checked"] == 1
+    assert world["found"]["hits_per_forward"] == {ids[CHAIN]: 1}
+    # The rejected kernels never ran in the model: its output is eager's (erfinv in fp32 rounds alike).
     assert world["found"]["max_output_error"] == 0.0
-    assert "1 kernels kept, 2 not" in world["stdout"]
+    assert "2 kernels kept, 2 not" in world["stdout"]
 
 
 def test_the_wrong_relu_is_correct_on_the_task_s_own_random_inputs(world):
@@ -154,13 +160,13 @@ def test_the_e2e_run_is_recorded_with_its_decisions(world):
         "graph_only_ms",
     ):
         assert name in metrics, sorted(metrics)
-    assert metrics["kernels_kept"] == 1 and metrics["kernels_rejected"] == 2
+    assert metrics["kernels_kept"] == 2 and metrics["kernels_rejected"] == 2
     assert 0 < metrics["share_of_time_replaced"] < 1
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"e2e.json", "decisions.json"} <= artifacts
     board = forgebench("leaderboard", "--e2e", "--format", "json", env=world["env"])
     rows = json.loads(board.stdout)[0]["rows"]
-    assert rows[0]["model"] == MODEL and rows[0]["kernels_kept"] == 1 and rows[0]["e2e_speedup_vs_eager"] > 0
+    assert rows[0]["model"] == MODEL and rows[0]["kernels_kept"] == 2 and rows[0]["e2e_speedup_vs_eager"] > 0
 
 
 def test_an_exported_bundle_applies_and_an_unseen_shape_falls_back(world, tmp_path):
@@ -168,17 +174,19 @@ def test_an_exported_bundle_applies_and_an_unseen_shape_falls_back(world, tmp_pa
     made = forgebench("export", "--run", str(world["run_dir"]), "--model", SPEC, str(bundle), env=world["env"])
     assert made.returncode == 0, made.stderr
     manifest = json.loads((bundle / "manifest.json").read_text())
-    assert [k["task_id"] for k in manifest["kernels"]] == [world["ids"][ERFINV]]
+    ids = world["ids"]
+    assert sorted(k["task_id"] for k in manifest["kernels"]) == sorted([ids[ERFINV], ids[CHAIN]])
     model, (x,) = e2e_fixture_model.build()
     small = e2e_fixture_model.inputs(rows=32)
     with torch.no_grad():
         eager, eager_small = model(x), model(small)
         installed = apply(model, bundle)
         assert torch.equal(installed(x), eager)
-        assert installed.patch.hits == {world["ids"][ERFINV]: 1}
-        # Half the rows: a signature the task was never captured at goes to PyTorch.
+        assert installed.patch.hits == {ids[CHAIN]: 1}
+        # Half the rows: shapes the tasks were never captured at go to PyTorch (the erfinv and
+        # the sigmoid, the two kernels' last calls, are left as they are).
         assert torch.equal(installed(small), eager_small)
-        assert installed.patch.hits == {world["ids"][ERFINV]: 1} and installed.patch.unmatched == 1
+        assert installed.patch.hits == {ids[CHAIN]: 1} and installed.patch.unmatched == 2
 
 
 def test_a_bundle_with_a_flipped_byte_or_from_elsewhere_is_refused(world, tmp_path):
@@ -208,9 +216,11 @@ def test_a_bundle_with_a_flipped_byte_or_from_elsewhere_is_refused(world, tmp_pa
         apply(model, elsewhere)
     with torch.no_grad():
         installed = apply(model, elsewhere, example_inputs=(x,), reverify=True)
-        assert [d.decision for d in installed.decisions] == ["kept"]
-        installed(x)
-    assert installed.patch.hits
+        # Checked again on this model's activations: right, and kept unless this loaded machine's
+        # timing puts it within the op's spread (then it is left out, and the model is eager's).
+        assert {d.decision for d in installed.decisions} <= {"kept", "slower_in_place"}
+        assert torch.equal(installed(x), model(x))
+    assert bool(installed.patch.hits) == any(d.kept for d in installed.decisions)
 
 
 def test_e2e_names_what_is_wrong_with_its_arguments(world):

@@ -165,17 +165,15 @@ def run(request: dict) -> dict:
     overhead_ms = found["timings"]["graph_only"]["median_ms"] - found["timings"]["eager"]["median_ms"]
     found["patch_overhead_ms_per_forward"] = overhead_ms
     found["patch_overhead_us_per_call"] = 1e3 * overhead_ms / max(counter.calls, 1)
-    # A kernel given with --kernel has no isolated speedup from the suite: its in-place one stands in.
-    shares = [
-        (by_id[d.task_id].get("time_share") or 0.0, by_id[d.task_id].get("isolated_speedup") or d.in_place_speedup)
-        for d in decisions
-        if d.kept
-    ]
-    found["predicted_speedup"] = predicted_speedup(shares)
-    found["predicted_speedup_in_place"] = predicted_speedup(
-        [(by_id[d.task_id].get("time_share") or 0.0, d.in_place_speedup or 0.0) for d in decisions if d.kept]
-    )
-    found["share_of_time_replaced"] = sum(share for share, _ in shares)
+    # Amdahl over the kernels that ran in the patched forward: a kept kernel whose calls a longer
+    # chain took replaces nothing, and counting both would count that time twice. A kernel given
+    # with --kernel has no isolated speedup from the suite: its in-place one stands in.
+    ran = [d for d in decisions if d.kept and found["hits_per_forward"].get(d.task_id)]
+    share = {d.task_id: by_id[d.task_id].get("time_share") or 0.0 for d in ran}
+    isolated = [(share[d.task_id], by_id[d.task_id].get("isolated_speedup") or d.in_place_speedup) for d in ran]
+    found["predicted_speedup"] = predicted_speedup(isolated)
+    found["predicted_speedup_in_place"] = predicted_speedup([(share[d.task_id], d.in_place_speedup) for d in ran])
+    found["share_of_time_replaced"] = sum(share.values())
     found["decisions"] = [asdict(d) for d in decisions]
     found["env"], found["driver"] = adapter.environment(), adapter.driver()
     return found

@@ -39,12 +39,19 @@ def find_run(run: str, tracking_uri: str, experiment: str):
             )
         return client, runs[0]
     try:
-        return client, client.get_run(run)
+        found = client.get_run(run)
     except Exception as exc:
         raise ForgeBenchError(
             f"--run {run}: neither a run folder nor a run id in '{tracking_uri}' ({type(exc).__name__}); "
             "pass a suite's run_dir or its MLflow run id (forgebench leaderboard --format json lists them)."
         ) from exc
+    kind = found.data.tags.get("forgebench.kind")
+    if kind != "suite" or "suite" not in found.data.tags:
+        raise ForgeBenchError(
+            f"--run {run}: that MLflow run is a {kind or 'non-ForgeBench'} run, not a suite run; pass the suite "
+            "run's id (a task run's parent) or its run_dir."
+        )
+    return client, found
 
 
 def best_kernels(run_dir: Path, tasks: list[Task]) -> dict[str, tuple[str, float]]:

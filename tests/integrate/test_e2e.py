@@ -228,5 +228,7 @@ def test_e2e_names_what_is_wrong_with_its_arguments(world):
     assert bad.returncode == 2 and "neither a run folder nor a run id" in bad.stderr
     bad = forgebench("e2e", "--model", "resnet50", "--run", str(world["run_dir"]), env=world["env"])
     assert bad.returncode == 2 and "has no task captured from 'resnet50'" in bad.stderr
+    bad = forgebench("e2e", "--model", SPEC, "--run", world["found"]["run_id"], env=world["env"])
+    assert bad.returncode == 2 and "is a e2e run, not a suite run" in bad.stderr
     bad = forgebench("e2e", "--model", SPEC, "--run", str(world["run_dir"]), "--kernel", "nope", env=world["env"])
     assert bad.returncode == 2 and "TASK_ID=FILE.py" in bad.stderr

@@ -144,8 +144,9 @@ def _model_run(out: Path, timeout_s: float) -> dict:
 
     from harness.evaluate.sandbox import base_env
 
-    # The harness, then whatever the user's PYTHONPATH holds (packages installed beside it).
-    paths = [str(Path(__file__).resolve().parents[2])] + [p for p in [os.environ.get("PYTHONPATH")] if p]
+    # The harness, the folder the user runs from (where a module:factory lives, as for capture),
+    # then whatever the user's PYTHONPATH holds.
+    paths = [str(Path(__file__).resolve().parents[2]), os.getcwd()] + [p for p in [os.environ.get("PYTHONPATH")] if p]
     env = {**base_env(), "PYTHONPATH": os.pathsep.join(paths)}
     started = time.monotonic()
     try:

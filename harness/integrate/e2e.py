@@ -209,6 +209,7 @@ def record(client, suite, found: dict, out: Path) -> str:
         "device": found["env"].get("device_name", found["env"].get("device", "")),
         "agent": suite.data.tags.get("agent", ""),
         "model.label": suite.data.tags.get("model.label", ""),
+        "patched_vs_eager": found["patched_vs_eager"],
     }
     run = client.create_run(suite.info.experiment_id, run_name=f"e2e-{found['model']}", tags=tags)
     now = int(time.time() * 1000)
@@ -234,6 +235,7 @@ def describe(found: dict) -> str:
     lines = [
         f"{found['model']}: {int(m['kernels_kept'])} kernels kept, {int(m['kernels_rejected'])} not",
         tabulate(rows),
+        f"patched against eager, by their timing spreads: {found['patched_vs_eager']}",
     ]
     lines.append(
         f"output error vs eager: max {found.get('max_output_error', 0):.3g}, "

@@ -91,6 +91,13 @@ def agreement(eager: Any, patched: Any) -> dict:
     return found
 
 
+def versus(a: dict, b: dict) -> str:
+    """faster, slower, or a tie: whether a's timed spread (p20-p80) lies wholly below or above b's."""
+    if a["p80_ms"] < b["p20_ms"]:
+        return "faster"
+    return "slower" if a["p20_ms"] > b["p80_ms"] else "tie"
+
+
 def predicted_speedup(shares_and_speedups: list[tuple[float, float]]) -> float:
     """Amdahl's law: the model's speedup if each replaced share of its time ran that much faster."""
     saved = sum(share * (1 - 1 / speedup) for share, speedup in shares_and_speedups if speedup > 0)
@@ -161,6 +168,7 @@ def run(request: dict) -> dict:
         "not measured: the kernels are Python callables in the graph, which Inductor does not take"
     )
     found.update(agreement(eager_out, patched_out))
+    found["patched_vs_eager"] = versus(found["timings"]["patched_eager"], found["timings"]["eager"])
     found["fallbacks"], found["fallback_errors"] = dict(patch.fallbacks), dict(patch.errors)
     overhead_ms = found["timings"]["graph_only"]["median_ms"] - found["timings"]["eager"]["median_ms"]
     found["patch_overhead_ms_per_forward"] = overhead_ms

@@ -134,6 +134,8 @@ def test_the_guard_keeps_the_faster_kernel_and_rejects_the_wrong_and_the_slower(
     # The rejected kernels never ran in the model: its output is eager's (erfinv in fp32 rounds alike).
     assert world["found"]["max_output_error"] == 0.0
     assert "2 kernels kept, 2 not" in world["stdout"]
+    # The guard's promise: the patched model is not slower than eager beyond the timing spread.
+    assert world["found"]["patched_vs_eager"] in ("faster", "tie"), world["found"]["timings"]
 
 
 def test_the_wrong_relu_is_correct_on_the_task_s_own_random_inputs(world):

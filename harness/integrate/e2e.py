@@ -189,6 +189,9 @@ def summary_metrics(found: dict) -> dict[str, float]:
     if "compile" in t:
         metrics["compile_ms"] = t["compile"]["median_ms"]
         metrics["e2e_speedup_vs_compile"] = t["compile"]["median_ms"] / patched
+    if "patched_compile" in t:
+        metrics["patched_compile_ms"] = t["patched_compile"]["median_ms"]
+        metrics["patched_compile_speedup_vs_compile"] = t["compile"]["median_ms"] / t["patched_compile"]["median_ms"]
     for key in ("max_output_error", "mean_output_error"):
         if found.get(key) is not None:
             metrics[key] = found[key]
@@ -230,6 +233,9 @@ def describe(found: dict) -> str:
     if "compile_ms" in m:
         rows.append(["torch.compile", f"{m['compile_ms']:.4g} ms", f"{m['eager_ms'] / m['compile_ms']:.2f}x"])
     rows.append(["eager + kept kernels", f"{m['patched_eager_ms']:.4g} ms", f"{m['e2e_speedup_vs_eager']:.2f}x"])
+    if "patched_compile_ms" in m:
+        ratio = m["eager_ms"] / m["patched_compile_ms"]
+        rows.append(["torch.compile + kept kernels", f"{m['patched_compile_ms']:.4g} ms", f"{ratio:.2f}x"])
     rows.append(["predicted (Amdahl, isolated speedups)", "", f"{m['predicted_speedup']:.2f}x"])
     rows.append(["predicted (Amdahl, in-place speedups)", "", f"{m['predicted_speedup_in_place']:.2f}x"])
     lines = [
@@ -247,7 +253,8 @@ def describe(found: dict) -> str:
         f"of {found['aten_calls_per_forward']} against eager); {sum(found['hits_per_forward'].values())} calls a "
         f"forward went to kernels, {found['unmatched_calls']} of their ops' calls at other signatures to PyTorch"
     )
-    lines.append(f"patched compile: {found['patched_compile']}")
+    if "patched_compile_error" in found:
+        lines.append(f"torch.compile + kept kernels: did not compose here ({found['patched_compile_error'][:200]})")
     decisions = []
     for d in found["decisions"]:
         in_place = f"{d['in_place_speedup']:.2f}x" if d.get("in_place_speedup") else ""

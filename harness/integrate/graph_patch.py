@@ -2,8 +2,9 @@
 subgraph by a kept kernel when, and only when, it makes exactly its task's calls (signature.py): the
 same ops, in the same dataflow, on tensors of the captured shapes, dtypes, strides and devices, with
 the same other arguments, and with no intermediate result read elsewhere. Every other call stays
-PyTorch's. The patched graph runs as FX code, not through Inductor. A kernel that raises falls back
-to the task's own calls for that call, and the fallback is counted.
+PyTorch's. The patched graph runs as FX code, or under Inductor (each kernel an opaque custom op
+to it). A kernel that raises falls back to the task's own calls for that call, and the fallback is
+counted.
 
 Chosen by measurement (docs/benchmarks.md, ninth session): a dispatch mode sees every ATen call of
 the forward from Python, 17.7 us each on the H200's host, which made ResNet-50 1.75-2.4x slower with
@@ -30,6 +31,8 @@ from harness.integrate.signature import Input, Step, TaskCall, describe
 aten = torch.ops.aten
 # Recorded calls per kernel: a layer repeated 40 times is checked on its first eight.
 MAX_RECORDED = 8
+# Each kernel's custom op, numbered across the process (ops cannot be defined twice).
+_NAMESPACE, _OPS = "forgebench_e2e", 0
 
 
 @dataclass
@@ -145,11 +148,34 @@ class Patch:
         self.graph_calls = 0  # ATen calls in the traced graphs
         self.replaced = 0  # subgraphs sent to a kernel
         self.unmatched = 0  # calls of a kernel's final op left to PyTorch: they matched no kernel's task
+        self._library = torch.library.Library(_NAMESPACE, "FRAGMENT")
 
-    def compile(self, model: torch.nn.Module):
-        from torch._dynamo.backends.common import aot_autograd
+    def compile(self, model: torch.nn.Module, inductor: bool = False):
+        """The model under the pass: its graphs run as FX code, or with `inductor` are compiled by
+        Inductor around the kernels (each an opaque custom op to it). Inductor's decompositions of
+        the kernels' ops are left out, so the pass sees them as the capture recorded them."""
+        if not inductor:
+            from torch._dynamo.backends.common import aot_autograd
 
-        return torch.compile(model, backend=aot_autograd(fw_compiler=self._pass), dynamic=False)
+            return torch.compile(model, backend=aot_autograd(fw_compiler=self._pass), dynamic=False)
+        from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+        from torch._inductor.decomposition import select_decomp_table
+
+        kept = {op for k in self.kernels for op, _, _ in k.call.steps} | set(_CAPTURED_AS)
+        table = {op: fn for op, fn in select_decomp_table().items() if op not in kept}
+
+        def inner(gm, example_inputs, **kwargs):
+            return compile_fx_inner(self._pass(gm, example_inputs), example_inputs, **kwargs)
+
+        def backend(gm, example_inputs):
+            # A cached compilation of the same graph would skip the pass.
+            with (
+                torch._functorch.config.patch(enable_autograd_cache=False),
+                torch._inductor.config.patch(fx_graph_cache=False),
+            ):
+                return compile_fx(gm, example_inputs, inner_compile=inner, decompositions=table)
+
+        return torch.compile(model, backend=backend, dynamic=False)
 
     def _pass(self, gm: torch.fx.GraphModule, example_inputs) -> torch.fx.GraphModule:
         self.graph_calls += len(_aten_calls(gm))
@@ -169,28 +195,49 @@ class Patch:
         return gm
 
     def _replace(self, gm: torch.fx.GraphModule, match: _Match, kernel: Kernel) -> None:
+        """The match's last call becomes a call of the kernel's custom op on the subgraph's inputs;
+        the chain's other calls then feed nothing, and dead-code elimination takes them out."""
         final = match.steps[kernel.call.final]
-        final.target = self._replacement(kernel)
-        final.args = tuple(match.inputs[i] for i in range(kernel.call.n_inputs))
-        final.kwargs = {}
+        value = final.meta.get("val")
+        if kernel.call.outputs_per_step[kernel.call.final] > 1:
+            value = value[kernel.call.output_index]
+        op = self._custom_op(kernel, value)
+        with gm.graph.inserting_before(final):
+            new = gm.graph.call_function(op, ([match.inputs[i] for i in range(kernel.call.n_inputs)],))
+        new.meta["val"] = value
+        readers = list(final.users) if kernel.call.outputs_per_step[kernel.call.final] > 1 else [final]
+        for reader in readers:  # of a multi-output op, the getitems of the one output read
+            reader.replace_all_uses_with(new)
         self.replaced += 1
 
+    def _custom_op(self, kernel: Kernel, value: torch.Tensor):
+        """The kernel as an op of its own (forgebench_e2e::kN(Tensor[] inputs) -> Tensor): opaque to
+        Inductor, which calls it as it would a library kernel, and plain in an FX graph."""
+        global _OPS
+        _OPS += 1
+        name = f"k{_OPS}"
+        self._library.define(f"{name}(Tensor[] inputs) -> Tensor")
+        run = self._replacement(kernel)
+        self._library.impl(name, lambda inputs: run(*inputs), "CompositeExplicitAutograd")
+        shape, stride, dtype = tuple(value.shape), tuple(value.stride()), value.dtype
+
+        def fake(inputs):
+            return torch.empty_strided(shape, stride, dtype=dtype, device=inputs[0].device)
+
+        torch.library.register_fake(f"{_NAMESPACE}::{name}", fake, lib=self._library)
+        return getattr(getattr(torch.ops, _NAMESPACE), name).default
+
     def _replacement(self, kernel: Kernel):
-        """What the graph calls instead: the kernel (or, recording, the task's own calls), on the
+        """What the custom op runs: the kernel (or, recording, the task's own calls) on the
         subgraph's inputs; the task's calls again if the kernel raises."""
         call = kernel.call
-        multi = call.outputs_per_step[call.final]
-
-        def shaped(result):
-            # Only this output is read (_Match.closed); the others' places hold nothing.
-            return tuple(result if i == call.output_index else None for i in range(multi)) if multi > 1 else result
 
         def forgebench_kernel(*inputs):
             if self.record:
                 result = call.replay(list(inputs))
                 if len(self.recorded[kernel.task_id]) < MAX_RECORDED:
                     self.recorded[kernel.task_id].append(([t.clone() for t in inputs], result.clone()))
-                return shaped(result)
+                return _fresh(result, inputs)
             try:
                 result = kernel.module(*inputs)
                 if not isinstance(result, torch.Tensor):
@@ -198,9 +245,13 @@ class Patch:
             except Exception as exc:  # the guard's run-time half: PyTorch answers instead
                 self.fallbacks[kernel.task_id] += 1
                 self.errors.setdefault(kernel.task_id, f"{type(exc).__name__}: {exc}"[:300])
-                return shaped(call.replay(list(inputs)))
+                return _fresh(call.replay(list(inputs)), inputs)
             self.hits[kernel.task_id] += 1
-            return shaped(result)
+            return _fresh(result, inputs)
 
-        forgebench_kernel.__name__ = forgebench_kernel.__qualname__ = f"forgebench_kernel_{self.replaced}"
         return forgebench_kernel
+
+
+def _fresh(result: torch.Tensor, inputs: tuple) -> torch.Tensor:
+    """The op's schema returns a new tensor: a result that is one of its inputs is copied."""
+    return result.clone() if any(result is t for t in inputs) else result

@@ -134,6 +134,9 @@ def test_the_guard_keeps_the_faster_kernel_and_rejects_the_wrong_and_the_slower(
     # The rejected kernels never ran in the model: its output is eager's (erfinv in fp32 rounds alike).
     assert world["found"]["max_output_error"] == 0.0
     assert "2 kernels kept, 2 not" in world["stdout"]
+    # Under Inductor too, the chain's kernel is called in place (an opaque op to it), output unchanged.
+    assert world["found"]["patched_compile_hits_per_forward"] == {ids[CHAIN]: 1}
+    assert world["found"]["patched_compile_agreement"]["max_output_error"] == 0.0
     # The guard's promise: the patched model is not slower than eager beyond the timing spread.
     assert world["found"]["patched_vs_eager"] in ("faster", "tie"), world["found"]["timings"]
 

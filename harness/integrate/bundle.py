@@ -101,11 +101,20 @@ def verify(bundle: Path) -> dict:
             raise ForgeBenchError(
                 f"bundle {bundle} refused: {name} does not match its checksum (changed since export)."
             )
-    manifest = json.loads((bundle / "manifest.json").read_text())
-    for entry in manifest["kernels"]:
-        for key in ("kernel", "reference"):
-            if _sha(bundle / entry[key]) != entry[f"{key}_sha256"]:
-                raise ForgeBenchError(f"bundle {bundle} refused: {entry[key]} does not match the manifest's hash.")
+    try:
+        manifest = json.loads((bundle / "manifest.json").read_text())
+        for entry in manifest["kernels"]:
+            for key in ("kernel", "reference"):
+                if _sha(bundle / entry[key]) != entry[f"{key}_sha256"]:
+                    raise ForgeBenchError(f"bundle {bundle} refused: {entry[key]} does not match the manifest's hash.")
+        missing = [key for key in ("format", "environment", "kernels") if key not in manifest]
+        if missing:
+            raise KeyError(missing[0])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ForgeBenchError(
+            f"bundle {bundle} refused: its manifest.json is not one `forgebench export` writes "
+            f"({type(exc).__name__}: {exc})."
+        ) from exc
     return manifest
 
 

@@ -184,9 +184,12 @@ def apply(model, bundle: str | Path, example_inputs: tuple | list | dict | None 
         def run(compiled):
             return compiled(**example_inputs) if isinstance(example_inputs, dict) else compiled(*example_inputs)
 
-        recorded = guard.record(model, run, kernels)
+        recorded, left_open = guard.record(model, run, kernels)
         tolerance = {e["task_id"]: e["tolerance"] for e in manifest["kernels"]}
-        decisions = [guard.decide(k, recorded[k.task_id], tolerance[k.task_id], device, 300.0) for k in kernels]
+        decisions = [
+            guard.decide(k, recorded[k.task_id], tolerance[k.task_id], device, 300.0, left_open.get(k.task_id))
+            for k in kernels
+        ]
         kernels = [k for k, d in zip(kernels, decisions) if d.kept]
     patch = Patch(kernels)
     return Installed(patch.compile(model), patch, decisions)

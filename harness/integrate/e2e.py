@@ -251,7 +251,8 @@ def describe(found: dict) -> str:
     lines.append(
         f"graph pass, no kernel: {m['graph_only_ms']:.4g} ms ({m['patch_overhead_us_per_call']:+.3g} us per ATen call "
         f"of {found['aten_calls_per_forward']} against eager); {sum(found['hits_per_forward'].values())} calls a "
-        f"forward went to kernels, {found['unmatched_calls']} of their ops' calls at other signatures to PyTorch"
+        f"forward went to kernels; {found['unmatched_calls']} graph calls of the kernels' ops matched no task and "
+        "stayed PyTorch's"
     )
     if "patched_compile_error" in found:
         lines.append(f"torch.compile + kept kernels: did not compose here ({found['patched_compile_error'][:200]})")

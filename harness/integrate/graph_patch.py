@@ -111,23 +111,29 @@ class _Match:
             return isinstance(got, (list, tuple)) and len(want) == len(got) and all(map(self.value, want, got))
         return not isinstance(got, torch.fx.Node) and describe(got) == describe(want)
 
-    def closed(self) -> bool:
-        """Whether nothing outside the match reads an intermediate result, and of the final call
-        only the output forward returns is read (batch norm's saved statistics are not)."""
+    def left_open(self) -> str | None:
+        """Why the matched calls cannot be replaced, or None: a result inside the match is read by
+        a call outside it, or of the final call an output other than the one forward returns is
+        read (batch norm's saved statistics are not, in inference)."""
         final = self.steps[self.call.final]
         inside = set(self.steps.values()) | self.reads
+        if len(self.steps) != len(self.call.steps) or len(self.inputs) != self.call.n_inputs:
+            return "the matched calls do not cover the task"  # not reached: step() unifies them all
         for j, node in self.steps.items():
             readers = set(node.users)
             if node is final:
                 if self.call.outputs_per_step[j] > 1 and not all(
                     u.target is operator.getitem and u.args[1] == self.call.output_index for u in readers
                 ):
-                    return False
+                    return f"the model reads an output of {node.target} other than the one the task returns"
                 continue
             for reader in readers:
                 if reader not in inside or (reader in self.reads and not set(reader.users) <= inside):
-                    return False
-        return len(self.steps) == len(self.call.steps) and len(self.inputs) == self.call.n_inputs
+                    return (
+                        f"the model makes the task's calls, but also reads the result of {node.target} "
+                        "inside them, which the kernel does not return"
+                    )
+        return None
 
 
 def _aten_calls(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
@@ -147,7 +153,8 @@ class Patch:
         self.recorded: dict[str, list[tuple[list, torch.Tensor]]] = {k.task_id: [] for k in kernels}
         self.graph_calls = 0  # ATen calls in the traced graphs
         self.replaced = 0  # subgraphs sent to a kernel
-        self.unmatched = 0  # calls of a kernel's final op left to PyTorch: they matched no kernel's task
+        self.unmatched = 0  # graph calls of the kernels' final ops left to PyTorch (no task matched them)
+        self.left_open: dict[str, str] = {}  # task id -> why its calls, found, could not be replaced
         self._library = torch.library.Library(_NAMESPACE, "FRAGMENT")
 
     def compile(self, model: torch.nn.Module, inductor: bool = False):
@@ -186,9 +193,14 @@ class Patch:
                 if captured_form(node)[0] is not kernel.call.anchor:
                     continue
                 match = _Match(kernel.call)
-                if match.step(kernel.call.final, node) and match.closed():
-                    self._replace(gm, match, kernel)
-                    gm.graph.eliminate_dead_code()  # the chain's other calls, which now feed nothing
+                if not match.step(kernel.call.final, node):
+                    continue
+                why = match.left_open()
+                if why:
+                    self.left_open.setdefault(kernel.task_id, why)
+                    continue
+                self._replace(gm, match, kernel)
+                gm.graph.eliminate_dead_code()  # the chain's other calls, which now feed nothing
         self.unmatched += sum(captured_form(n)[0] in self.anchors for n in _aten_calls(gm))
         gm.graph.lint()
         gm.recompile()

@@ -37,29 +37,39 @@ class Decision:
         return self.decision == "kept"
 
 
-def record(model: torch.nn.Module, run: Callable[[Any], Any], kernels: list[Kernel]) -> dict[str, list]:
+def record(model: torch.nn.Module, run: Callable[[Any], Any], kernels: list[Kernel]) -> tuple[dict, dict]:
     """The model's own activations for each kernel: the inputs and the task's own output of every
     subgraph matching its task (up to eight), from one forward traced by the graph pass in
     recording mode. A kernel whose calls lie inside a longer chain another kernel took is
     recorded again in a pass of its own, so each is judged on its own calls."""
-    recorded = _recording(model, run, kernels)
+    recorded, left_open = _recording(model, run, kernels)
     shadowed = [k for k in kernels if not recorded[k.task_id]]
     if shadowed and len(shadowed) < len(kernels):
-        recorded.update(_recording(model, run, shadowed))
-    return recorded
+        again, why = _recording(model, run, shadowed)
+        recorded.update(again)
+        left_open.update(why)
+    return recorded, left_open
 
 
-def _recording(model, run, kernels: list[Kernel]) -> dict[str, list]:
+def _recording(model, run, kernels: list[Kernel]) -> tuple[dict, dict]:
+    """({task id: recorded calls}, {task id: why its calls were found and could not be replaced})."""
     patch = Patch(kernels, record=True)
     with torch.no_grad():
         run(patch.compile(model))
     torch._dynamo.reset()  # the next compile of this model is another pass's
-    return patch.recorded
+    return patch.recorded, patch.left_open
 
 
 def decide(
-    kernel: Kernel, calls: list[tuple[list, torch.Tensor]], tolerance: dict, device, budget_ms: float
+    kernel: Kernel,
+    calls: list[tuple[list, torch.Tensor]],
+    tolerance: dict,
+    device,
+    budget_ms: float,
+    left_open: str | None = None,
 ) -> Decision:
+    if not calls and left_open:
+        return Decision(kernel.task_id, "not_integrable", left_open)
     if not calls:
         reason = "the model made no calls matching its task's, at the shapes, dtypes and layouts it was captured at"
         return Decision(kernel.task_id, "never_called", reason)

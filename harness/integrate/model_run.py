@@ -121,12 +121,14 @@ def run(request: dict) -> dict:
         inputs = work.inputs
         return (lambda: model(**inputs)) if isinstance(inputs, dict) else (lambda: model(*inputs))
 
-    recorded = guard.record(work.model, lambda compiled: calling(compiled)(), kernels)
+    recorded, left_open = guard.record(work.model, lambda compiled: calling(compiled)(), kernels)
     by_id = {t["id"]: t for t in request["tasks"]}
     kept = []
     for kernel in kernels:
         tolerance = by_id[kernel.task_id].get("tolerance") or {}
-        decision = guard.decide(kernel, recorded[kernel.task_id], tolerance, adapter, request["kernel_budget_ms"])
+        calls = recorded[kernel.task_id]
+        why = left_open.get(kernel.task_id)
+        decision = guard.decide(kernel, calls, tolerance, adapter, request["kernel_budget_ms"], why)
         decisions.append(decision)
         if decision.kept:
             kept.append(kernel)

@@ -228,12 +228,17 @@ def test_a_bundle_with_a_flipped_byte_or_from_elsewhere_is_refused(world, tmp_pa
     assert bool(installed.patch.hits) == any(d.kept for d in installed.decisions)
 
 
-def test_e2e_names_what_is_wrong_with_its_arguments(world):
-    bad = forgebench("e2e", "--model", SPEC, "--run", "no-such-run", env=world["env"])
-    assert bad.returncode == 2 and "neither a run folder nor a run id" in bad.stderr
-    bad = forgebench("e2e", "--model", "resnet50", "--run", str(world["run_dir"]), env=world["env"])
-    assert bad.returncode == 2 and "has no task captured from 'resnet50'" in bad.stderr
-    bad = forgebench("e2e", "--model", SPEC, "--run", world["found"]["run_id"], env=world["env"])
-    assert bad.returncode == 2 and "is a e2e run, not a suite run" in bad.stderr
-    bad = forgebench("e2e", "--model", SPEC, "--run", str(world["run_dir"]), "--kernel", "nope", env=world["env"])
-    assert bad.returncode == 2 and "TASK_ID=FILE.py" in bad.stderr
+def test_e2e_names_what_is_wrong_with_its_arguments(world, monkeypatch, capsys):
+    from harness.cli import main
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", world["env"]["MLFLOW_TRACKING_URI"])
+    run_dir = str(world["run_dir"])
+    for args, sentence in [
+        (["--model", SPEC, "--run", "no-such-run"], "neither a run folder nor a run id"),
+        (["--model", "resnet50", "--run", run_dir], "has no task captured from 'resnet50'"),
+        (["--model", SPEC, "--run", world["found"]["run_id"]], "is a e2e run, not a suite run"),
+        (["--model", SPEC, "--run", run_dir, "--kernel", "nope"], "TASK_ID=FILE.py"),
+        (["--model", SPEC, "--run", run_dir, "--kernel", "no_such_task=x.py"], "no task of this model has that id"),
+    ]:
+        assert main(["e2e", *args]) == 2, args
+        assert sentence in capsys.readouterr().err, args

@@ -105,7 +105,7 @@ def verify(bundle: Path) -> dict:
         manifest = json.loads((bundle / "manifest.json").read_text())
         for entry in manifest["kernels"]:
             for key in ("kernel", "reference"):
-                if _sha(bundle / entry[key]) != entry[f"{key}_sha256"]:
+                if _sha(_inside(bundle, entry[key])) != entry[f"{key}_sha256"]:
                     raise ForgeBenchError(f"bundle {bundle} refused: {entry[key]} does not match the manifest's hash.")
         missing = [key for key in ("format", "environment", "kernels") if key not in manifest]
         if missing:
@@ -138,6 +138,55 @@ class Installed:
         return self.run(*args, **kwargs)
 
 
+def _inside(bundle: Path, name: object) -> Path:
+    """A manifest's file name as a path inside the bundle, or ForgeBenchError (an absolute path or
+    one with `..` would point at a file no checksum covers)."""
+    if not isinstance(name, str) or Path(name).is_absolute() or ".." in Path(name).parts:
+        raise ForgeBenchError(f"bundle {bundle} refused: its manifest names {name!r}, not a file inside the bundle.")
+    return bundle / name
+
+
+def _load(bundle: Path, manifest: dict, device) -> list:
+    """The bundle's kernels, built on `device`. Every entry is checked first, and every file's source
+    audited (the evaluator's source audit), before any of them is imported; bytecode is not written
+    into the bundle (a second apply would see files it does not list)."""
+    import sys
+
+    from harness.evaluate.audit import audit
+    from harness.evaluate.models import build_model, copy_parameters, load_candidate, make_inputs
+    from harness.evaluate.verdict import Verdict
+    from harness.integrate.graph_patch import Kernel
+    from harness.integrate.signature import task_call
+    from harness.reference import load_reference_module
+
+    entries = []
+    for entry in manifest["kernels"]:
+        if not isinstance(entry, dict) or not isinstance(entry.get("task_id"), str):
+            raise ForgeBenchError(f"bundle {bundle} refused: a manifest entry without a task_id ({entry!r:.100}).")
+        files = [_inside(bundle, entry.get("reference")), _inside(bundle, entry.get("kernel"))]
+        for path in files:
+            problem = audit(path.read_text(errors="replace"))
+            if problem:
+                raise ForgeBenchError(f"bundle {bundle} refused: {path.name}: {problem}")
+        entries.append((entry["task_id"], *files))
+    kernels = []
+    writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    try:
+        for task_id, reference_path, kernel_path in entries:
+            try:
+                reference = load_reference_module(reference_path, f"bundle_reference_{task_id}")
+                call = task_call(reference, make_inputs(reference, 0, device))
+                module = build_model(load_candidate(kernel_path).ModelNew, reference, 0, device)
+                copy_parameters(build_model(reference.Model, reference, 0, device), module)
+            except Exception as exc:  # a Verdict of the audit, NotIntegrable, or the code's own failure
+                why = exc.reason if isinstance(exc, Verdict) else f"{type(exc).__name__}: {exc}"
+                raise ForgeBenchError(f"bundle {bundle}: the kernel of {task_id} does not load ({why[:300]}).") from exc
+            kernels.append(Kernel(task_id, call, module))
+    finally:
+        sys.dont_write_bytecode = writes
+    return kernels
+
+
 def apply(model, bundle: str | Path, example_inputs: tuple | list | dict | None = None, reverify: bool = False):
     """Install a bundle's kernels in `model`, returning a callable to use in its place (the model
     compiled with the graph pass of graph_patch.py): each call at a captured signature goes to its
@@ -146,11 +195,8 @@ def apply(model, bundle: str | Path, example_inputs: tuple | list | dict | None 
     again on the model's own activations for `example_inputs` (guard.py) and kept only if it passes."""
     import torch
 
-    from harness.evaluate.models import build_model, copy_parameters, load_candidate, make_inputs
     from harness.integrate import guard
-    from harness.integrate.graph_patch import Kernel, Patch
-    from harness.integrate.signature import task_call
-    from harness.reference import load_reference_module
+    from harness.integrate.graph_patch import Patch
 
     bundle = Path(bundle)
     manifest = verify(bundle)
@@ -169,15 +215,7 @@ def apply(model, bundle: str | Path, example_inputs: tuple | list | dict | None 
         raise ForgeBenchError(
             "apply(..., reverify=True) needs example_inputs: the kernels are checked on the model's own."
         )
-    kernels = []
-    for entry in manifest["kernels"]:
-        reference = load_reference_module(bundle / entry["reference"], f"bundle_reference_{entry['task_id']}")
-        inputs = make_inputs(reference, 0, device)
-        call = task_call(reference, inputs)
-        candidate = load_candidate(bundle / entry["kernel"])
-        module = build_model(candidate.ModelNew, reference, 0, device)
-        copy_parameters(build_model(reference.Model, reference, 0, device), module)
-        kernels.append(Kernel(entry["task_id"], call, module))
+    kernels = _load(bundle, manifest, device)
     decisions = []
     if reverify:
 
@@ -185,11 +223,12 @@ def apply(model, bundle: str | Path, example_inputs: tuple | list | dict | None 
             return compiled(**example_inputs) if isinstance(example_inputs, dict) else compiled(*example_inputs)
 
         recorded, left_open = guard.record(model, run, kernels)
-        tolerance = {e["task_id"]: e["tolerance"] for e in manifest["kernels"]}
+        tolerance = {e["task_id"]: e.get("tolerance") or {} for e in manifest["kernels"]}
         decisions = [
             guard.decide(k, recorded[k.task_id], tolerance[k.task_id], device, 300.0, left_open.get(k.task_id))
             for k in kernels
         ]
-        kernels = [k for k, d in zip(kernels, decisions) if d.kept]
+        kept = [k for k, d in zip(kernels, decisions) if d.kept]
+        kernels = guard.confirm(model, run, kept, decisions, tolerance)
     patch = Patch(kernels)
     return Installed(patch.compile(model), patch, decisions)

@@ -100,6 +100,7 @@ def run_e2e(
         if not path.is_file():
             raise ForgeBenchError(f"--kernel {tid}={path}: no such file; give a .py file defining ModelNew.")
         kernels[tid] = (path.read_text(), None)
+    out = out.resolve()  # the model run starts in it, and reads every path in its request from there
     out.mkdir(parents=True, exist_ok=True)
     (out / "kernels").mkdir(exist_ok=True)
     entries = []
@@ -116,6 +117,7 @@ def run_e2e(
                 "kernel_path": str(path),
                 "tolerance": task.tolerance,
                 "time_share": task.time_share,
+                "call_count": task.call_count,
                 "isolated_speedup": speedup,
             }
         )

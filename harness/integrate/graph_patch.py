@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from harness.evaluate.timing import _clone_layout
 from harness.integrate.signature import Input, Step, TaskCall, describe
 
 aten = torch.ops.aten
@@ -164,7 +165,9 @@ class Patch:
         if not inductor:
             from torch._dynamo.backends.common import aot_autograd
 
-            return torch.compile(model, backend=aot_autograd(fw_compiler=self._pass), dynamic=False)
+            # Forward graphs only: a backward graph's adds and muls are the gradient's, not the task's.
+            backend = aot_autograd(fw_compiler=self._pass, bw_compiler=lambda gm, _: gm)
+            return torch.compile(model, backend=backend, dynamic=False)
         from torch._inductor.compile_fx import compile_fx, compile_fx_inner
         from torch._inductor.decomposition import select_decomp_table
 
@@ -172,7 +175,7 @@ class Patch:
         table = {op: fn for op, fn in select_decomp_table().items() if op not in kept}
 
         def inner(gm, example_inputs, **kwargs):
-            return compile_fx_inner(self._pass(gm, example_inputs), example_inputs, **kwargs)
+            return compile_fx_inner(self._pass(gm, example_inputs, decomposed=True), example_inputs, **kwargs)
 
         def backend(gm, example_inputs):
             # A cached compilation of the same graph would skip the pass.
@@ -184,13 +187,18 @@ class Patch:
 
         return torch.compile(model, backend=backend, dynamic=False)
 
-    def _pass(self, gm: torch.fx.GraphModule, example_inputs) -> torch.fx.GraphModule:
+    def _pass(self, gm: torch.fx.GraphModule, example_inputs, decomposed: bool = False) -> torch.fx.GraphModule:
+        """`decomposed`: the graph went through Inductor's decompositions, whose calls (silu's mul)
+        are not the model's own: only calls that were already there are matched."""
         self.graph_calls += len(_aten_calls(gm))
         # Longest chains first: a fused task's kernel takes its whole subgraph before a single
         # op's kernel could take one of its calls.
         for kernel in sorted(self.kernels, key=lambda k: -len(k.call.steps)):
             for node in _aten_calls(gm):
                 if captured_form(node)[0] is not kernel.call.anchor:
+                    continue
+                original = node.meta.get("original_aten")
+                if decomposed and original is not None and str(original) != str(node.target):
                     continue
                 match = _Match(kernel.call)
                 if not match.step(kernel.call.final, node):
@@ -229,7 +237,7 @@ class Patch:
         _OPS += 1
         name = f"k{_OPS}"
         self._library.define(f"{name}(Tensor[] inputs) -> Tensor")
-        run = self._replacement(kernel)
+        run = self._replacement(kernel, value)
         self._library.impl(name, lambda inputs: run(*inputs), "CompositeExplicitAutograd")
         shape, stride, dtype = tuple(value.shape), tuple(value.stride()), value.dtype
 
@@ -239,21 +247,26 @@ class Patch:
         torch.library.register_fake(f"{_NAMESPACE}::{name}", fake, lib=self._library)
         return getattr(getattr(torch.ops, _NAMESPACE), name).default
 
-    def _replacement(self, kernel: Kernel):
+    def _replacement(self, kernel: Kernel, expected: torch.Tensor):
         """What the custom op runs: the kernel (or, recording, the task's own calls) on the
         subgraph's inputs; the task's calls again if the kernel raises."""
         call = kernel.call
+        shape, dtype = tuple(expected.shape), expected.dtype
 
         def forgebench_kernel(*inputs):
             if self.record:
                 result = call.replay(list(inputs))
                 if len(self.recorded[kernel.task_id]) < MAX_RECORDED:
-                    self.recorded[kernel.task_id].append(([t.clone() for t in inputs], result.clone()))
+                    # Copied with their strides: a kernel is checked on the layout the model gives it.
+                    copies = [_clone_layout(t) for t in inputs]
+                    self.recorded[kernel.task_id].append((copies, _clone_layout(result)))
                 return _fresh(result, inputs)
             try:
                 result = kernel.module(*inputs)
                 if not isinstance(result, torch.Tensor):
                     raise TypeError(f"the kernel returned {type(result).__name__}, not a tensor")
+                if tuple(result.shape) != shape or result.dtype != dtype or result.device != inputs[0].device:
+                    raise TypeError(f"the kernel returned {result.dtype} {tuple(result.shape)} on {result.device}")
             except Exception as exc:  # the guard's run-time half: PyTorch answers instead
                 self.fallbacks[kernel.task_id] += 1
                 self.errors.setdefault(kernel.task_id, f"{type(exc).__name__}: {exc}"[:300])
@@ -265,5 +278,7 @@ class Patch:
 
 
 def _fresh(result: torch.Tensor, inputs: tuple) -> torch.Tensor:
-    """The op's schema returns a new tensor: a result that is one of its inputs is copied."""
-    return result.clone() if any(result is t for t in inputs) else result
+    """The op's schema returns a new tensor: a result that shares an input's storage is copied."""
+    storage = result.untyped_storage().data_ptr()
+    shared = any(isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() == storage for t in inputs)
+    return result.clone() if shared else result

@@ -17,7 +17,8 @@ from typing import Any
 import torch
 
 from harness.evaluate import timing
-from harness.evaluate.checks import compare
+from harness.evaluate.checks import compare, mutated_inputs
+from harness.evaluate.timing import clone_inputs
 from harness.integrate.graph_patch import Kernel, Patch
 
 
@@ -60,6 +61,48 @@ def _recording(model, run, kernels: list[Kernel]) -> tuple[dict, dict]:
     return patch.recorded, patch.left_open
 
 
+def check(kernel: Kernel, calls: list[tuple[list, torch.Tensor]], tolerance: dict) -> Decision | None:
+    """incorrect_in_model when the kernel is wrong on a recorded call, raises, or writes into its
+    inputs (a residual stream read again later would see the change); else None."""
+    for i, (inputs, expected) in enumerate(calls):
+        before = clone_inputs(inputs)
+        try:
+            got = kernel.module(*inputs)
+        except Exception as exc:
+            reason = f"it raised on the model's call {i + 1}: {type(exc).__name__}: {exc}"[:400]
+            return Decision(kernel.task_id, "incorrect_in_model", reason, i + 1)
+        mismatch = compare(expected, got, tolerance)
+        changed = mutated_inputs(before, inputs)
+        if mismatch or changed:
+            why = mismatch.reason if mismatch else changed
+            reason = f"wrong on the model's own activations (call {i + 1} of {len(calls)}): {why}"
+            return Decision(kernel.task_id, "incorrect_in_model", reason[:600], i + 1)
+    return None
+
+
+def confirm(model, run, kept: list[Kernel], decisions: list[Decision], tolerance: dict[str, dict]) -> list[Kernel]:
+    """The kept kernels checked again on the calls they get with only each other in place (a kernel
+    judged where a longer chain took some of its calls gets those calls once the chain is out), until
+    no decision changes; the kernels still kept."""
+    by_id = {d.task_id: d for d in decisions}
+    for _ in range(len(kept)):
+        recorded, _ = _recording(model, run, kept)
+        dropped = []
+        for kernel in kept:
+            wrong = check(kernel, recorded[kernel.task_id], tolerance.get(kernel.task_id) or {})
+            if wrong:
+                decision = by_id[kernel.task_id]
+                decision.decision, decision.reason = (
+                    wrong.decision,
+                    "with the other kept kernels in place, " + wrong.reason,
+                )
+                dropped.append(kernel)
+        if not dropped:
+            break
+        kept = [k for k in kept if k not in dropped]
+    return kept
+
+
 def decide(
     kernel: Kernel,
     calls: list[tuple[list, torch.Tensor]],
@@ -73,16 +116,9 @@ def decide(
     if not calls:
         reason = "the model made no calls matching its task's, at the shapes, dtypes and layouts it was captured at"
         return Decision(kernel.task_id, "never_called", reason)
-    for i, (inputs, expected) in enumerate(calls):
-        try:
-            got = kernel.module(*inputs)
-        except Exception as exc:
-            reason = f"it raised on the model's call {i + 1}: {type(exc).__name__}: {exc}"[:400]
-            return Decision(kernel.task_id, "incorrect_in_model", reason, i + 1)
-        mismatch = compare(expected, got, tolerance)
-        if mismatch:
-            reason = f"wrong on the model's own activations (call {i + 1} of {len(calls)}): {mismatch.reason}"
-            return Decision(kernel.task_id, "incorrect_in_model", reason[:600], i + 1)
+    wrong = check(kernel, calls, tolerance)
+    if wrong:
+        return wrong
     inputs = calls[0][0]
     # No GPU lead: in the model a kernel's host time is paid too (the whole model is timed alike).
     settings = {"budget_ms": budget_ms, "warmup_ms": budget_ms / 5, "gpu_lead": False}

@@ -77,9 +77,16 @@ def agreement(eager: Any, patched: Any) -> dict:
     """Max and mean absolute error of the patched model's outputs against eager's; for integer
     outputs (an LLM's tokens) whether they are all the same."""
     errors, tokens = [], []
+    if len(_floats(eager)) != len(_floats(patched)):
+        return {"tokens_match": None, "output_mismatch": "the patched model returns another number of tensors"}
     for a, b in zip(_floats(eager), _floats(patched)):
+        if a.shape != b.shape:
+            found_shape = f"an output of shape {tuple(b.shape)} where eager's is {tuple(a.shape)}"
+            return {"tokens_match": False if not a.is_floating_point() else None, "output_mismatch": found_shape}
         if a.is_floating_point():
-            errors.append((a.double() - b.double()).abs())
+            a, b = a.double(), b.double()
+            same = (a == b) | (a.isnan() & b.isnan())  # equal infinities and NaNs in both are no error
+            errors.append(torch.where(same, torch.zeros_like(a), (a - b).abs()))
         else:
             tokens.append(bool(torch.equal(a, b)))
     found: dict[str, Any] = {"tokens_match": all(tokens) if tokens else None}
@@ -121,7 +128,10 @@ def run(request: dict) -> dict:
         inputs = work.inputs
         return (lambda: model(**inputs)) if isinstance(inputs, dict) else (lambda: model(*inputs))
 
-    recorded, left_open = guard.record(work.model, lambda compiled: calling(compiled)(), kernels)
+    def traced(compiled):
+        return calling(compiled)()
+
+    recorded, left_open = guard.record(work.model, traced, kernels)
     by_id = {t["id"]: t for t in request["tasks"]}
     kept = []
     for kernel in kernels:
@@ -132,6 +142,8 @@ def run(request: dict) -> dict:
         decisions.append(decision)
         if decision.kept:
             kept.append(kernel)
+    tolerances = {t["id"]: t.get("tolerance") or {} for t in request["tasks"]}
+    kept = guard.confirm(work.model, traced, kept, decisions, tolerances)
 
     # No GPU lead: a model's host time (the interposer's included) is part of its time, as it serves.
     settings = {"budget_ms": request["budget_ms"], "warmup_ms": request["budget_ms"] / 5, "gpu_lead": False}
@@ -188,7 +200,12 @@ def run(request: dict) -> dict:
     # chain took replaces nothing, and counting both would count that time twice. A kernel given
     # with --kernel has no isolated speedup from the suite: its in-place one stands in.
     ran = [d for d in decisions if d.kept and found["hits_per_forward"].get(d.task_id)]
-    share = {d.task_id: by_id[d.task_id].get("time_share") or 0.0 for d in ran}
+    # A task's share covers all its calls: a kernel that took some of them saves on those only.
+    share = {
+        d.task_id: (by_id[d.task_id].get("time_share") or 0.0)
+        * min(1.0, found["hits_per_forward"][d.task_id] / max(by_id[d.task_id].get("call_count") or 1, 1))
+        for d in ran
+    }
     isolated = [(share[d.task_id], by_id[d.task_id].get("isolated_speedup") or d.in_place_speedup) for d in ran]
     found["predicted_speedup"] = predicted_speedup(isolated)
     found["predicted_speedup_in_place"] = predicted_speedup([(share[d.task_id], d.in_place_speedup) for d in ran])

@@ -22,8 +22,10 @@ def describe(value: Any) -> Any:
         return ("tensor", tuple(value.shape), str(value.dtype), tuple(value.stride()), value.device.type)
     if isinstance(value, (list, tuple)):
         return tuple(describe(v) for v in value)
-    if value is None or isinstance(value, (bool, int, float, str)):
+    if value is None or isinstance(value, str):
         return value
+    if isinstance(value, (bool, int, float)):
+        return (type(value).__name__, value)  # 2, 2.0 and True are equal, and give other dtypes
     return str(value)  # dtypes, devices, memory formats, layouts
 
 

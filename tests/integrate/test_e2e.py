@@ -192,6 +192,8 @@ def test_an_exported_bundle_applies_and_an_unseen_shape_falls_back(world, tmp_pa
         # the sigmoid, the two kernels' last calls, are left as they are).
         assert torch.equal(installed(small), eager_small)
         assert installed.patch.hits == {ids[CHAIN]: 1} and installed.patch.unmatched == 2
+        # Loading it wrote nothing into it (no __pycache__), so it applies again.
+        assert torch.equal(apply(model, bundle)(x), eager)
 
 
 def test_a_bundle_with_a_flipped_byte_or_from_elsewhere_is_refused(world, tmp_path):
@@ -207,6 +209,18 @@ def test_a_bundle_with_a_flipped_byte_or_from_elsewhere_is_refused(world, tmp_pa
     kernel.write_bytes(bytes(data))
     with pytest.raises(ForgeBenchError, match="does not match its checksum"):
         apply(model, flipped)
+
+    outside = tmp_path / "outside"
+    subprocess.run(["cp", "-r", str(bundle), str(outside)], check=True)
+    manifest = json.loads((outside / "manifest.json").read_text())
+    manifest["kernels"][0]["kernel"] = "../elsewhere.py"
+    (outside / "manifest.json").write_text(json.dumps(manifest))
+    from harness.integrate.bundle import SUMS, _sha
+
+    files = sorted(p for p in outside.rglob("*") if p.is_file() and p.name != SUMS)
+    (outside / SUMS).write_text("".join(f"{_sha(p)}  {p.relative_to(outside)}\n" for p in files))
+    with pytest.raises(ForgeBenchError, match="not a file inside the bundle"):
+        apply(model, outside)
 
     elsewhere = tmp_path / "elsewhere"
     subprocess.run(["cp", "-r", str(bundle), str(elsewhere)], check=True)

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from harness.evaluate.timing import _clone_layout
+from harness.evaluate.timing import clone_inputs
 from harness.integrate.signature import Input, Step, TaskCall, describe
 
 aten = torch.ops.aten
@@ -258,8 +258,8 @@ class Patch:
                 result = call.replay(list(inputs))
                 if len(self.recorded[kernel.task_id]) < MAX_RECORDED:
                     # Copied with their strides: a kernel is checked on the layout the model gives it.
-                    copies = [_clone_layout(t) for t in inputs]
-                    self.recorded[kernel.task_id].append((copies, _clone_layout(result)))
+                    copies, (output,) = clone_inputs(inputs), clone_inputs([result])
+                    self.recorded[kernel.task_id].append((copies, output))
                 return _fresh(result, inputs)
             try:
                 result = kernel.module(*inputs)

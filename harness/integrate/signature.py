@@ -15,11 +15,13 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
+from harness.capture.record import TensorSpec
+
 
 def describe(value: Any) -> Any:
     """A hashable description of one argument: tensors by layout, never by value."""
     if isinstance(value, torch.Tensor):
-        return ("tensor", tuple(value.shape), str(value.dtype), tuple(value.stride()), value.device.type)
+        return (TensorSpec.of(value), value.device.type)  # capture's own layout of a tensor argument
     if isinstance(value, (list, tuple)):
         return tuple(describe(v) for v in value)
     if value is None or isinstance(value, str):

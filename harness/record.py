@@ -246,6 +246,7 @@ class Recorder:
                 {f"speedup_vs_{name}": value for name, value in result.speedups.items()},
                 speedup_vs_eager=result.speedup_vs_eager,
                 speedup_vs_compile=result.speedup_vs_compile,
+                speedup_vs_best=result.speedup_vs_best,
                 time_ms=result.time_ms,
                 time_p20_ms=result.time_p20_ms,
                 time_p80_ms=result.time_p80_ms,
@@ -255,6 +256,8 @@ class Recorder:
             # Metric names of the records contract (docs/records.md): "<baseline>_ms", "<baseline>_host_ms".
             metrics.update({f"{name}_ms": ms for name, ms in result.baselines.items()})
             metrics.update({f"{name}_host_ms": ms for name, ms in result.baselines_host_ms.items()})
+            if result.best_baseline:
+                self.client.set_tag(run_id, "best_baseline", result.best_baseline)
             if result.torch_ops:  # under evaluate.torch_ops=allow: the PyTorch ops the kernel kept
                 self.client.set_tag(run_id, "torch_ops_used", ", ".join(result.torch_ops)[:5000])
             self.client.log_text(run_id, best.source, "best_kernel.py")

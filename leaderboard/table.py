@@ -26,6 +26,7 @@ COLUMNS = [
     "ci95_low",
     "ci95_high",
     "geomean_vs_compile",
+    "geomean_vs_best",
     "cost_usd",
     "cost_per_task",
     "tokens",
@@ -56,6 +57,10 @@ TASK_COLUMNS = [
     "correct",
     "speedup_vs_eager",
     "speedup_vs_compile",
+    "speedup_vs_liger",
+    "speedup_vs_flashinfer",
+    "speedup_vs_best",
+    "best_baseline",
     "time_ms",
     "eager_ms",
     "compile_ms",
@@ -68,12 +73,16 @@ TASK_COLUMNS = [
 # Across runs a task's row has to say whose it is.
 PER_TASK_COLUMNS = ["run", "agent", "model", *TASK_COLUMNS]
 
-# Shown only where some run has them: compile where it was timed, the torch_ops rule where a run was
+# Shown only where some run has them: compile, Liger and FlashInfer where they were timed, the best
+# baseline where a run recorded it (runs before it did not), the torch_ops rule where a run was
 # judged by one (runs recorded before it), the PyTorch ops a kernel kept where a rule allowed them.
 OPTIONAL_COLUMNS = ["speedup_vs_compile", "compile_ms", "geomean_vs_compile", "torch_ops", "torch_ops_used"]
+OPTIONAL_COLUMNS += ["speedup_vs_liger", "speedup_vs_flashinfer", "speedup_vs_best", "best_baseline", "geomean_vs_best"]
 
 TAGS = ("task", "task_hash", "agent", "platform", "suite", "stop_reason", "device", "torch_ops", "torch_ops_used")
+TAGS += ("best_baseline",)
 METRICS = ("correct", "speedup_vs_eager", "speedup_vs_compile", "time_ms", "time_p20_ms", "time_p80_ms")
+METRICS += ("speedup_vs_liger", "speedup_vs_flashinfer", "speedup_vs_best")
 METRICS += ("cost_usd", "tokens_in", "tokens_out", "llm_calls", "wall_s")
 BASE = ("run_id", "parent_run_id", "started", *TAGS, "model", "model_string", "task_set", "task_count", *METRICS)
 
@@ -223,6 +232,8 @@ def _summary(group: pd.DataFrame, resamples: int, seed: int) -> dict:
         "ci95_low": low,
         "ci95_high": high,
         "geomean_vs_compile": stats.geomean(group["speedup_vs_compile"].to_numpy(float)[recorded]),
+        # Over the best baseline each task had (where recorded): how far past the best available.
+        "geomean_vs_best": stats.geomean(group["speedup_vs_best"].to_numpy(float)[recorded]),
         "cost_usd": cost,
         "cost_per_task": cost / tasks,
         "tokens_in": tokens_in,

@@ -384,6 +384,9 @@ class Evaluator:
         result.speedups = {name: ms / result.time_ms for name, ms in result.baselines.items()}
         result.speedup_vs_eager = result.speedups.get("eager")
         result.speedup_vs_compile = result.speedups.get("compile")
+        if result.baselines:
+            result.best_baseline = min(result.baselines, key=result.baselines.get)
+            result.speedup_vs_best = result.speedups[result.best_baseline]
         ceilings = self.ceilings()
         floor = floor_ms(task.bytes_moved, task.flops, ceilings) if ceilings else None
         if floor:

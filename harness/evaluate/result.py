@@ -35,6 +35,10 @@ class EvalResult:
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
     speedups: dict[str, float] = field(default_factory=dict)  # baseline name -> its time / the kernel's
+    # The fastest baseline timed on the task (eager, compile, max-autotune, Liger, FlashInfer, ...) and
+    # the speedup over it: a kernel is credited with beating the best available only when this is > 1.
+    best_baseline: str | None = None
+    speedup_vs_best: float | None = None
     baselines_skipped: dict[str, str] = field(default_factory=dict)  # baseline name -> why it was not timed
     baselines_setup_s: dict[str, float] = field(default_factory=dict)  # baseline name -> build/compile seconds
     sol_fraction: float | None = None

@@ -25,7 +25,8 @@ from harness.integrate.graph_patch import Kernel, Patch
 @dataclass
 class Decision:
     task_id: str
-    decision: str  # kept | incorrect_in_model | slower_in_place | never_called | not_integrable | failed_to_load
+    # kept | incorrect_in_model | slower_in_place | slower_in_model | never_called | not_integrable | failed_to_load
+    decision: str
     reason: str = ""
     calls_checked: int = 0
     op_ms: float | None = None
@@ -136,6 +137,8 @@ def decide(
             "op_p80_ms": op_t.p80_ms,
             "kernel_p20_ms": kernel_t.p20_ms,
             "kernel_p80_ms": kernel_t.p80_ms,
+            "op_host_ms": op_t.host_ms,
+            "kernel_host_ms": kernel_t.host_ms,
         },
     )
     if not kernel_t.p80_ms < op_t.p20_ms:

@@ -49,6 +49,8 @@ class CudaPlatform(Platform):
             **super().cache_dirs(cache_dir),
             "TRITON_CACHE_DIR": cache_dir / "triton",
             "TORCHINDUCTOR_CACHE_DIR": cache_dir / "inductor",
+            # FlashInfer's JIT-built kernels (its baseline): built once, then loaded from here.
+            "FLASHINFER_WORKSPACE_BASE": cache_dir / "flashinfer",
         }
 
     def unavailable_reason(self) -> str | None:

@@ -13,7 +13,7 @@ import pandas as pd
 from leaderboard.site import charts
 from leaderboard.site.data import Site, SuiteRun, TaskRun
 from leaderboard.site.tree import best_node, node_details, tree_figure
-from leaderboard.table import COLUMNS, TASK_COLUMNS
+from leaderboard.table import COLUMNS, OPTIONAL_COLUMNS, TASK_COLUMNS, shown
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def index(site: Site) -> dict:
     boards = []
     for task_set, suites in site.task_sets().items():
         summary = _summary(site, suites)
-        columns = [c for c in COLUMNS if c in summary]
+        columns = list(shown(summary, COLUMNS).columns)
         rows = [
             [cell(row[c], run_page(row["parent_run_id"]) if c in ("model", "run") else None) for c in columns]
             for _, row in summary.iterrows()
@@ -74,17 +74,22 @@ def index(site: Site) -> dict:
 
 
 def _task_cell(task: TaskRun, column: str) -> Cell:
-    if column in ("task", "stop_reason"):
+    if column in ("task", "stop_reason", "best_baseline"):
         return cell(task.tags.get(column))
     return cell(task.metrics.get(column))
 
 
 def run(site: Site, suite: SuiteRun) -> dict:
     summary = _summary(site, [suite])
-    columns = [c for c in COLUMNS if c in summary]
+    columns = list(shown(summary, COLUMNS).columns)
+    # A baseline's column only where some task has it (Liger and FlashInfer on a GPU, and only where
+    # they have the op).
+    task_columns = [
+        c for c in TASK_COLUMNS if c not in OPTIONAL_COLUMNS or any(_task_cell(t, c).text != "—" for t in suite.tasks)
+    ]
     rows = [
         [Cell(task.task, task_page(task.task))]
-        + [_task_cell(task, c) for c in TASK_COLUMNS if c != "task"]
+        + [_task_cell(task, c) for c in task_columns if c != "task"]
         + [Cell("tree", tree_page(task))]
         for task in suite.tasks
     ]
@@ -96,7 +101,7 @@ def run(site: Site, suite: SuiteRun) -> dict:
         "title": suite.name,
         "tags": {**tags, "git_sha": suite.tags.get("git_sha", "—"), "run id": suite.run_id},
         "summary": {"columns": columns, "rows": [[cell(row[c]) for c in columns] for _, row in summary.iterrows()]},
-        "tasks": {"columns": [*TASK_COLUMNS, "tree"], "rows": rows},
+        "tasks": {"columns": [*task_columns, "tree"], "rows": rows},
         "chart": figure,
     }
 

@@ -293,13 +293,18 @@ def test_a_task_whose_reference_output_is_constant_calls_nothing_correct(tmp_pat
     assert "nearly constant" in result.reason
 
 
-def test_every_baseline_is_timed_once_per_task_and_liger_without_a_gpu_is_skipped_with_a_reason(task, make_evaluator):
-    evaluator = make_evaluator(overrides=("platform.baselines=[eager,liger]",))
+def test_every_baseline_is_timed_once_per_task_and_the_gpu_libraries_without_a_gpu_are_skipped_with_a_reason(
+    task, make_evaluator
+):
+    evaluator = make_evaluator(overrides=("platform.baselines=[eager,liger,flashinfer]",))
     result = evaluator.evaluate(task, source(LEGITIMATE))
     assert result.verdict == "correct", result.reason
     assert result.baselines["eager"] > 0 and result.speedups["eager"] == result.speedup_vs_eager
-    assert "liger" in result.baselines_skipped and "cuda" in result.baselines_skipped["liger"]
+    for library in ("liger", "flashinfer"):
+        assert result.baselines_skipped[library] == "runs on cuda only, not cpu", result.baselines_skipped
     assert "eager" in result.baselines_setup_s
+    # The only one timed is the best there is, and the kernel is credited against it.
+    assert result.best_baseline == "eager" and result.speedup_vs_best == result.speedup_vs_eager
 
 
 def test_a_baseline_with_no_file_is_an_error_naming_the_known_ones(make_evaluator):

@@ -165,6 +165,38 @@ def test_liger_is_timed_where_it_has_the_op(make_evaluator, name, task_id):
     assert result.speedups["liger"] > 0
 
 
+# Tasks FlashInfer has a kernel for at their dtype and layout (a handwritten RMSNorm; Qwen3.5's
+# residual add and Gemma-style RMSNorm; SD3.5's per-head RMSNorm on a [B, H, S, D] view of a
+# [B, S, H, D] buffer; SD3.5's LayerNorm without affine parameters), and tasks it is skipped on with
+# the reason's words: Gemma 4's GELU-and-mul has gate and up as separate tensors; softmax is not its op.
+FLASHINFER = [
+    (RMSNORM, None),
+    ("qwen35_fused11_add_to_copy_8x1x4096_7447d5", None),
+    ("sd35_fused8_to_copy_mul_2x24x333x64_ab63a3", None),
+    ("sd35_native_layer_norm_2x333x1536_fe94e1", None),
+    ("gemma4_fused2_gelu_mul_8x1x21504_ba362f", "two halves of one tensor"),
+    (SOFTMAX, "no kernel for this op"),
+]
+
+
+@pytest.fixture(scope="module")
+def with_flashinfer(make_evaluator, tmp_path_factory):
+    pytest.importorskip("flashinfer", reason="flashinfer-python is an optional extra (pip install 'forgebench[gpu]')")
+    root = tmp_path_factory.mktemp("flashinfer")  # one cache: its JIT builds once for every task here
+    root.chmod(0o711)
+    return make_evaluator("triton", ("platform.baselines=[eager,flashinfer]", AS_NOBODY), root=root, **SETTINGS)
+
+
+@pytest.mark.parametrize(("task_id", "skipped"), FLASHINFER)
+def test_flashinfer_is_timed_where_it_has_the_op_at_the_tasks_layout(with_flashinfer, task_id, skipped):
+    report = with_flashinfer.reference(resolve_one(task_id)).report
+    if skipped is None:
+        assert report.baselines.get("flashinfer", 0) > 0, report.baselines_skipped
+        assert report.baselines_setup_s["flashinfer"] > 0
+    else:
+        assert skipped in report.baselines_skipped.get("flashinfer", ""), report.baselines_skipped
+
+
 def test_a_call_that_keeps_the_gpu_waiting_on_the_host_shows_it_in_host_ms():
     # 2 ms of host work before a kernel of a few microseconds: the events measure the wait, and
     # host_ms says so, for the reader of a record and for the analyst.

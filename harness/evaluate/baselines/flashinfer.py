@@ -1,0 +1,238 @@
+"""FlashInfer (the kernel library of vLLM and SGLang) where it has the task's op at the task's dtype
+and layout: RMSNorm (Llama's `x * w` and Gemma's `x * (1 + w)`), the residual add fused with it,
+LayerNorm, and the gated activations SiLU-and-mul and GELU-and-mul.
+
+The op is read from the reference's ATen calls on a sample input (_calls.py), as Liger's adapter
+reads it; each plausible reading is a variant, and the reference worker times the first whose output
+matches the reference's. FlashInfer builds each kernel family with nvcc at first use (tens of
+seconds, counted in the baseline's setup time, never in its timing) and caches it under the worker's
+FLASHINFER_WORKSPACE_BASE, which the CUDA platforms put under the run's cache folder.
+
+Its fused residual-and-norm kernel works in place, as serving engines call it: it writes the sum
+into the residual and the norm into the input. The timing loads fresh inputs before every call, and
+the check runs on copies, so that changes nothing but the allocation it saves.
+
+Where FlashInfer's kernel needs another layout than the task gives (its gated activations read gate
+and up as the two halves of one tensor, as a merged gate_up projection makes them), the baseline is
+skipped with that reason: copying the operands together would time a copy as FlashInfer's. Its
+TensorRT-LLM attention kernels download prebuilt cubins at first use, which no machine here can.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from harness.evaluate.baselines import Baseline, NotApplicable, Sample
+from harness.evaluate.baselines._calls import (
+    Getter,
+    arg,
+    compute_calls,
+    is_rms_norm,
+    names,
+    optional,
+    rms_norm_operands,
+    source,
+)
+
+Rows = tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]
+
+
+def _rows(t: torch.Tensor, ranks: tuple[int, ...] = (2, 3)) -> Rows | None:
+    """t viewed, without a copy, as FlashInfer's norms take it: (rows, hidden) or (a, b, hidden),
+    any strides but a last one of 1; and how to view a contiguous result of that shape as t's. Rows
+    are normalised each on its own, so their order does not matter: the outer dimensions are put in
+    stride order first (a [B, H, S, D] view of a [B, S, H, D] buffer becomes rows of D)."""
+    if t.dim() < 2 or t.stride(-1) != 1:
+        return None
+    order = [*sorted(range(t.dim() - 1), key=lambda d: -t.stride(d)), t.dim() - 1]
+    p = t.permute(*order)
+    inverse = [order.index(d) for d in range(t.dim())]
+    sizes, hidden = list(p.shape[:-1]), p.shape[-1]
+    shapes = [[math.prod(sizes)]] if 2 in ranks else []
+    shapes += [[math.prod(sizes[:k]), math.prod(sizes[k:])] for k in range(1, len(sizes))] if 3 in ranks else []
+    for shape in shapes:
+        try:
+            rows = p.view(*shape, hidden)
+        except RuntimeError:
+            continue
+        return rows, lambda r, p_shape=p.shape: r.view(p_shape).permute(*inverse)
+    return None
+
+
+def _need_rows(t: torch.Tensor, what: str, ranks: tuple[int, ...] = (2, 3)) -> None:
+    if t.dtype not in (torch.float16, torch.bfloat16):
+        raise NotApplicable(f"FlashInfer's {what} takes float16 or bfloat16 tensors, and this task's is {t.dtype}")
+    if _rows(t, ranks) is None:
+        raise NotApplicable(
+            f"FlashInfer's {what} needs rows it can view without a copy, and this input's layout has none"
+        )
+
+
+def _as_dtype(w: Getter, like: torch.Tensor, dtype: torch.dtype) -> Getter:
+    """The weight in the dtype FlashInfer wants, or ones made once here when there is none."""
+    ones = torch.ones(like.shape[-1], dtype=dtype, device=like.device)
+    return lambda inputs: ones if w(inputs) is None else w(inputs).to(dtype)
+
+
+def _norm(norm, x: Getter, weight: Getter, eps: float) -> Callable[..., Any]:
+    def run(*inputs):
+        rows, back = _rows(x(inputs))
+        out = torch.empty(rows.shape, dtype=rows.dtype, device=rows.device)
+        norm(rows, weight(inputs), eps, out=out)
+        return back(out)
+
+    return run
+
+
+def _add_norm(fused, x: Getter, residual: Getter, weight: Getter, eps: float, returns_sum: bool):
+    def run(*inputs):
+        a, r = x(inputs), residual(inputs)
+        fused(_rows(a)[0], _rows(r)[0], weight(inputs), eps)  # in place: r = a + r, a = norm(r)
+        return r if returns_sum else a
+
+    return run
+
+
+def _rms_norm(calls, sample: Sample) -> list[Callable[..., Any]]:
+    import flashinfer
+
+    fused = [c for c in calls if c[0] in ("rms_norm", "_fused_rms_norm")]
+    if fused:
+        like = fused[0][1][0]
+        xs, weights = [source(like, sample)], [optional(arg(fused[0], 2, "weight"), sample)]
+        eps = arg(fused[0], 3, "eps")
+        eps = torch.finfo(like.dtype).eps if eps is None else float(eps)
+    else:
+        _, big, found, eps = rms_norm_operands(calls, sample)
+        like = sample.inputs[big[0]]
+        xs, weights = [source(sample.inputs[i], sample) for i in big], [*found, lambda inputs: None]
+    _need_rows(like, "RMSNorm")
+    return [
+        _norm(norm, x, _as_dtype(w, like, like.dtype), eps)
+        for x in xs
+        for w in weights
+        for norm in (flashinfer.rmsnorm, flashinfer.gemma_rmsnorm)
+    ]
+
+
+def _residual_rms_norm(calls, sample: Sample) -> list[Callable[..., Any]]:
+    """The residual add, then an RMSNorm of the sum: FlashInfer's fused_add_rmsnorm, returning the
+    norm or the sum, whichever the reference returns."""
+    import flashinfer
+
+    a, b = calls[0][1][:2]
+    x, residual = source(a, sample), source(b, sample)
+    _, _, found, eps = rms_norm_operands(calls[1:], sample)
+    _need_rows(a, "fused_add_rmsnorm")
+    _need_rows(b, "fused_add_rmsnorm")
+    return [
+        _add_norm(fused, x, residual, _as_dtype(w, a, a.dtype), eps, returns_sum)
+        for w in [*found, lambda inputs: None]
+        for fused in (flashinfer.fused_add_rmsnorm, flashinfer.gemma_fused_add_rmsnorm)
+        for returns_sum in (False, True)
+    ]
+
+
+def _layer_norm(call, sample: Sample) -> list[Callable[..., Any]]:
+    import flashinfer
+
+    t = call[1][0]
+    if len(arg(call, 1, "normalized_shape")) != 1:
+        raise NotApplicable("FlashInfer's LayerNorm normalises over the last dimension only")
+    if t.dtype != torch.bfloat16:
+        raise NotApplicable(f"FlashInfer's LayerNorm takes bfloat16 input, and this task's is {t.dtype}")
+    _need_rows(t, "LayerNorm", ranks=(2,))
+    x = source(t, sample)
+    gamma = _as_dtype(optional(arg(call, 2, "weight"), sample), t, torch.float32)
+    bias = optional(arg(call, 3, "bias"), sample)
+    zeros = torch.zeros(t.shape[-1], dtype=torch.float32, device=t.device)
+    beta = lambda inputs: zeros if bias(inputs) is None else bias(inputs).float()
+    eps = float(arg(call, 4, "eps", 1e-5))
+
+    def run(*inputs):
+        rows, back = _rows(x(inputs), ranks=(2,))
+        return back(flashinfer.layernorm(rows, gamma(inputs), beta(inputs), eps))
+
+    return [run]
+
+
+def _halves(gate: torch.Tensor, up: torch.Tensor) -> tuple[tuple, tuple] | None:
+    """The (shape, stride) of one tensor whose last dimension's halves are gate and up, if they are."""
+    d = gate.shape[-1]
+    if gate.untyped_storage().data_ptr() != up.untyped_storage().data_ptr():
+        return None
+    if gate.shape != up.shape or gate.stride() != up.stride() or gate.stride(-1) != 1:
+        return None
+    if up.storage_offset() - gate.storage_offset() != d:
+        return None
+    shape = (*gate.shape[:-1], 2 * d)
+    merged = gate.as_strided(shape, gate.stride(), gate.storage_offset())
+    return (shape, gate.stride()) if merged.is_contiguous() else None
+
+
+def _gated(calls, sample: Sample) -> list[Callable[..., Any]]:
+    import flashinfer
+
+    activation, product = calls
+    gate = activation[1][0]
+    inputs = [x for x in sample.inputs if isinstance(x, torch.Tensor)]
+    shares = lambda t: any(t.untyped_storage().data_ptr() == x.untyped_storage().data_ptr() for x in inputs)
+    # The up operand: the product's other tensor, an input or a view of one (not the activation's result).
+    operands = [t for t in product[1] if isinstance(t, torch.Tensor) and shares(t)]
+    if activation[0] == "silu":
+        kernel, what = flashinfer.silu_and_mul, "silu_and_mul"
+    elif arg(activation, 1, "approximate", "none") == "tanh":
+        kernel, what = flashinfer.gelu_tanh_and_mul, "gelu_tanh_and_mul"
+    else:
+        kernel, what = flashinfer.gelu_and_mul, "gelu_and_mul"
+    merged = _halves(gate, operands[0]) if len(operands) == 1 else None
+    if merged is None:
+        raise NotApplicable(
+            f"FlashInfer's {what} reads gate and up as the two halves of one tensor (as a merged gate_up "
+            "projection gives them); this task's are separate tensors, and joining them would time a copy"
+        )
+    shape, stride = merged
+    g = source(gate, sample)
+    return [lambda *inputs: kernel(g(inputs).as_strided(shape, stride, g(inputs).storage_offset()))]
+
+
+def _starts_with_residual_add(calls, sample: Sample) -> bool:
+    first = calls[0]
+    operands = [t for t in first[1][:2] if isinstance(t, torch.Tensor)]
+    inputs = [t for t in sample.inputs if isinstance(t, torch.Tensor)]
+    return (
+        first[0] == "add"
+        and len(operands) == 2
+        and operands[0].shape == operands[1].shape
+        and all(any(t is x for x in inputs) for t in operands)
+        and len(calls) > 1
+        and is_rms_norm(calls[1:])
+    )
+
+
+def variants(sample: Sample) -> list[Callable[..., Any]]:
+    """FlashInfer callables that may compute the reference's op, most likely first."""
+    calls = compute_calls(sample)
+    ops = names(calls)
+    if _starts_with_residual_add(calls, sample):
+        return _residual_rms_norm(calls, sample)
+    if is_rms_norm(calls) or (len(calls) == 1 and ops[0] in ("rms_norm", "_fused_rms_norm")):
+        return _rms_norm(calls, sample)
+    if len(calls) == 1 and ops[0] in ("native_layer_norm", "layer_norm"):
+        return _layer_norm(calls[0], sample)
+    if ops in (["silu", "mul"], ["gelu", "mul"]):
+        return _gated(calls, sample)
+    raise NotApplicable(f"FlashInfer has no kernel for this op here (its ATen calls: {', '.join(ops[:8])})")
+
+
+BASELINE = Baseline(
+    name="flashinfer",
+    description="FlashInfer's CUDA kernel for the task's op (JIT-built with nvcc at first use)",
+    build=variants,
+    needs=("flashinfer",),
+    devices=("cuda",),
+)

@@ -150,21 +150,27 @@ def _model_run(out: Path, timeout_s: float) -> dict:
     # then whatever the user's PYTHONPATH holds.
     paths = [str(Path(__file__).resolve().parents[2]), os.getcwd()] + [p for p in [os.environ.get("PYTHONPATH")] if p]
     env = {**base_env(), "PYTHONPATH": os.pathsep.join(paths)}
-    started = time.monotonic()
+    started, log = time.monotonic(), out / "model_run.log"
+    # Its phases reach the user's terminal as they happen (stderr); what the kernels print, the log.
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "harness.integrate.model_run", str(out / "request.json")],
-            env=env,
-            cwd=out,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-        )
+        with log.open("w") as printed:
+            done = subprocess.run(
+                [sys.executable, "-m", "harness.integrate.model_run", str(out / "request.json")],
+                env=env,
+                cwd=out,
+                stdout=printed,
+                timeout=timeout_s,
+            )
     except subprocess.TimeoutExpired as exc:
-        raise ForgeBenchError(f"the model run took over {timeout_s:.0f} s and was stopped; see {out}.") from exc
+        partial = out / "model_run.partial.json"
+        reached = json.loads(partial.read_text()).get("reached") if partial.is_file() else None
+        so_far = f"; it had {reached}, and what it measured is in {partial}" if reached else ""
+        raise ForgeBenchError(
+            f"the model run took over {timeout_s:.0f} s and was stopped{so_far} (raise --timeout-s)."
+        ) from exc
     result = out / "model_run.json"
     if not result.is_file():
-        raise ForgeBenchError(f"the model run ended without a result (exit {done.returncode}): {done.stderr[-800:]}")
+        raise ForgeBenchError(f"the model run ended without a result (exit {done.returncode}); its output is in {log}.")
     found = json.loads(result.read_text())
     if "error" in found:
         raise ForgeBenchError(f"the model run failed: {found['error']} (traceback in {result})")

@@ -34,6 +34,8 @@ aten = torch.ops.aten
 MAX_RECORDED = 8
 # Each kernel's custom op, numbered across the process (ops cannot be defined twice).
 _NAMESPACE, _OPS = "forgebench_e2e", 0
+# Inductor keeps such an op's inputs in the strides the graph gave them (older torch: the order only).
+_EXACT_STRIDES = getattr(torch.Tag, "needs_exact_strides", torch.Tag.needs_fixed_stride_order)
 
 
 @dataclass
@@ -171,11 +173,19 @@ class Patch:
         from torch._inductor.compile_fx import compile_fx, compile_fx_inner
         from torch._inductor.decomposition import select_decomp_table
 
+        full = select_decomp_table()
         kept = {op for k in self.kernels for op, _, _ in k.call.steps} | set(_CAPTURED_AS)
-        table = {op: fn for op, fn in select_decomp_table().items() if op not in kept}
+        table = {op: fn for op, fn in full.items() if op not in kept}
+        held_back = {op for op in full if op in kept}
 
         def inner(gm, example_inputs, **kwargs):
-            return compile_fx_inner(self._pass(gm, example_inputs, decomposed=True), example_inputs, **kwargs)
+            gm = self._pass(gm, example_inputs, decomposed=True)
+            # The kernels' ops that no kernel took are decomposed now, as Inductor would have: it
+            # fuses them as in plain torch.compile, where an op left whole would run as a library
+            # call (and torch 2.11 refuses to fall back on an op it has a decomposition for).
+            if {n.target for n in _aten_calls(gm)} & held_back:
+                gm = _decompose(gm, example_inputs, full)  # what theirs decompose into, too
+            return compile_fx_inner(gm, example_inputs, **kwargs)
 
         def backend(gm, example_inputs):
             # A cached compilation of the same graph would skip the pass.
@@ -221,37 +231,52 @@ class Patch:
         value = final.meta.get("val")
         if kernel.call.outputs_per_step[kernel.call.final] > 1:
             value = value[kernel.call.output_index]
-        op = self._custom_op(kernel, value)
+        layouts = [_strided(match.inputs[i].meta.get("val")) for i in range(kernel.call.n_inputs)]
+        op = self._custom_op(kernel, value, layouts)
         with gm.graph.inserting_before(final):
-            new = gm.graph.call_function(op, ([match.inputs[i] for i in range(kernel.call.n_inputs)],))
+            new = gm.graph.call_function(op, tuple(match.inputs[i] for i in range(kernel.call.n_inputs)))
         new.meta["val"] = value
+        # The inputs as the pass matched them: what Inductor holds an exact-strides op's inputs to.
+        new.meta["eager_input_vals"] = (tuple(match.inputs[i].meta.get("val") for i in range(kernel.call.n_inputs)), {})
         readers = list(final.users) if kernel.call.outputs_per_step[kernel.call.final] > 1 else [final]
         for reader in readers:  # of a multi-output op, the getitems of the one output read
             reader.replace_all_uses_with(new)
         self.replaced += 1
 
-    def _custom_op(self, kernel: Kernel, value: torch.Tensor):
-        """The kernel as an op of its own (forgebench_e2e::kN(Tensor[] inputs) -> Tensor): opaque to
-        Inductor, which calls it as it would a library kernel, and plain in an FX graph."""
+    def _custom_op(self, kernel: Kernel, value: torch.Tensor, layouts: list[tuple]):
+        """The kernel as an op of its own (forgebench_e2e::kN(Tensor i0, Tensor i1, ...) -> Tensor): opaque to
+        Inductor, which calls it as it would a library kernel, and plain in an FX graph. Inductor
+        may lay tensors out otherwise than the graph did (channels-last around convolutions): the
+        tag makes it hand the op its inputs in the strides they had when the pass matched them."""
         global _OPS
         _OPS += 1
         name = f"k{_OPS}"
-        self._library.define(f"{name}(Tensor[] inputs) -> Tensor")
-        run = self._replacement(kernel, value)
-        self._library.impl(name, lambda inputs: run(*inputs), "CompositeExplicitAutograd")
+        # One argument a tensor: Inductor keeps the strides of tensor arguments, not of a list's items.
+        arguments = ", ".join(f"Tensor i{j}" for j in range(len(layouts)))
+        self._library.define(f"{name}({arguments}) -> Tensor", tags=(_EXACT_STRIDES,))
+        run = self._replacement(kernel, value, layouts)
+        self._library.impl(name, run, "CompositeExplicitAutograd")
         shape, stride, dtype = tuple(value.shape), tuple(value.stride()), value.dtype
 
-        def fake(inputs):
+        def fake(*inputs):
             return torch.empty_strided(shape, stride, dtype=dtype, device=inputs[0].device)
 
         torch.library.register_fake(f"{_NAMESPACE}::{name}", fake, lib=self._library)
         return getattr(getattr(torch.ops, _NAMESPACE), name).default
 
-    def _replacement(self, kernel: Kernel, expected: torch.Tensor):
+    def _replacement(self, kernel: Kernel, expected: torch.Tensor, layouts: list[tuple]):
         """What the custom op runs: the kernel (or, recording, the task's own calls) on the
-        subgraph's inputs; the task's calls again if the kernel raises."""
+        subgraph's inputs; the task's calls again if the kernel raises or an input arrives in
+        another layout than the one matched (a kernel may assume it); its result in the layout
+        the graph declared for it."""
         call = kernel.call
-        shape, dtype = tuple(expected.shape), expected.dtype
+        shape, stride, dtype = tuple(expected.shape), tuple(expected.stride()), expected.dtype
+
+        def declared(result: torch.Tensor, inputs: tuple) -> torch.Tensor:
+            """The result as the op's schema and fake declare it: a new tensor, in the graph's strides."""
+            if tuple(result.stride()) != stride:
+                return torch.empty_strided(shape, stride, dtype=dtype, device=result.device).copy_(result)
+            return _fresh(result, inputs)
 
         def forgebench_kernel(*inputs):
             if self.record:
@@ -260,8 +285,11 @@ class Patch:
                     # Copied with their strides: a kernel is checked on the layout the model gives it.
                     copies, (output,) = clone_inputs(inputs), clone_inputs([result])
                     self.recorded[kernel.task_id].append((copies, output))
-                return _fresh(result, inputs)
+                return declared(result, inputs)
             try:
+                moved = [i for i, (t, want) in enumerate(zip(inputs, layouts)) if _strided(t) != want]
+                if moved:
+                    raise TypeError(f"input {moved[0]} arrived as {_strided(inputs[moved[0]])}, not as matched")
                 result = kernel.module(*inputs)
                 if not isinstance(result, torch.Tensor):
                     raise TypeError(f"the kernel returned {type(result).__name__}, not a tensor")
@@ -270,11 +298,31 @@ class Patch:
             except Exception as exc:  # the guard's run-time half: PyTorch answers instead
                 self.fallbacks[kernel.task_id] += 1
                 self.errors.setdefault(kernel.task_id, f"{type(exc).__name__}: {exc}"[:300])
-                return _fresh(call.replay(list(inputs)), inputs)
+                return declared(call.replay(list(inputs)), inputs)
             self.hits[kernel.task_id] += 1
-            return _fresh(result, inputs)
+            return declared(result, inputs)
 
         return forgebench_kernel
+
+
+def _decompose(gm: torch.fx.GraphModule, example_inputs, table: dict) -> torch.fx.GraphModule:
+    """The graph traced again with `table`'s decompositions; each kernel's op stays whole (its fake
+    impl traces it) and keeps the input layouts it was matched with."""
+    import contextlib
+
+    from torch._guards import detect_fake_mode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    with detect_fake_mode(example_inputs) or contextlib.nullcontext():
+        traced = make_fx(gm, decomposition_table=table)(*example_inputs)
+    for node in traced.graph.nodes:
+        if node.op == "call_function" and getattr(node.target, "namespace", None) == _NAMESPACE:
+            node.meta["eager_input_vals"] = (tuple(a.meta.get("val") for a in node.args), {})
+    return traced
+
+
+def _strided(t: Any) -> tuple | None:
+    return (tuple(t.shape), tuple(t.stride()), t.dtype) if isinstance(t, torch.Tensor) else None
 
 
 def _fresh(result: torch.Tensor, inputs: tuple) -> torch.Tensor:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import traceback
 from dataclasses import asdict
 from pathlib import Path
@@ -111,12 +112,27 @@ def predicted_speedup(shares_and_speedups: list[tuple[float, float]]) -> float:
     return 1 / (1 - saved)
 
 
+class _Phases:
+    """What the run is doing, on stderr as it goes (a big model's run takes minutes), and what it
+    has measured so far beside the result path, so a run stopped by its timeout still tells."""
+
+    def __init__(self, result_path: str):
+        self.partial, self.started = Path(result_path).with_suffix(".partial.json"), time.monotonic()
+
+    def __call__(self, what: str, found: dict | None = None) -> None:
+        print(f"[e2e +{time.monotonic() - self.started:.0f} s] {what}", file=sys.stderr, flush=True)
+        if found is not None:
+            self.partial.write_text(json.dumps({**found, "reached": what}, indent=1, default=str))
+
+
 def run(request: dict) -> dict:
+    phase = _Phases(request["result_path"])
     device = torch.device(request["device"])
     adapter = devices.of(device)
     timing.bind_clocks(adapter)
     torch.set_grad_enabled(False)
     torch.backends.cudnn.benchmark = True  # as the capture timed the model, and the evaluator its baselines
+    phase(f"building {request['model']} on {device}")
     work = workload(request["model"], device, request.get("overrides", []))
     decisions: list[guard.Decision] = []
     kernels: list[Kernel] = []
@@ -131,6 +147,7 @@ def run(request: dict) -> dict:
     def traced(compiled):
         return calling(compiled)()
 
+    phase(f"recording the model's activations for {len(kernels)} kernels")
     recorded, left_open = guard.record(work.model, traced, kernels)
     by_id = {t["id"]: t for t in request["tasks"]}
     kept = []
@@ -143,6 +160,7 @@ def run(request: dict) -> dict:
         if decision.kept:
             kept.append(kernel)
     tolerances = {t["id"]: t.get("tolerance") or {} for t in request["tasks"]}
+    phase(f"checking the {len(kept)} kept kernels together")
     kept = guard.confirm(work.model, traced, kept, decisions, tolerances)
 
     # No GPU lead: a model's host time (the interposer's included) is part of its time, as it serves.
@@ -158,6 +176,7 @@ def run(request: dict) -> dict:
     eager_out = work.run()
     found: dict[str, Any] = {"aten_calls_per_forward": counter.calls, "timings": {}}
     found["timings"]["eager"] = timed(work.run)
+    phase("timed eager; tracing and timing the patched model", found)
 
     def patched(kernels: list[Kernel]):
         torch._dynamo.reset()
@@ -195,6 +214,7 @@ def run(request: dict) -> dict:
     found["hits_per_forward"] = hits
     found["unmatched_calls"] = patch.unmatched
     found["timings"]["patched_eager"] = patched_t
+    phase("timed the patched model; timing the graph pass alone", found)
     # The same graph pass with no kernel: what tracing and running the graph as FX code cost.
     torch._dynamo.reset()
     bare = Patch([])
@@ -203,10 +223,12 @@ def run(request: dict) -> dict:
     found["graph_calls_per_forward"] = bare.graph_calls
     found["timings"]["graph_only"] = timed(run_bare)
     torch._dynamo.reset()
+    phase("compiling the model with torch.compile", found)
     try:
         run_compiled = calling(torch.compile(work.model))
         run_compiled()
         found["timings"]["compile"] = timed(run_compiled)
+        phase("timed torch.compile", found)
     except Exception as exc:  # a model Inductor cannot compile here: said, and the rest stands
         found["compile_error"] = f"{type(exc).__name__}: {exc}"[:400]
     if kept and "compile" in found["timings"]:

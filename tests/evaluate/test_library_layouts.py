@@ -1,9 +1,38 @@
-"""How the FlashInfer adapter hands a task's tensors to FlashInfer without a copy (its kernels run on
-the H200 only: tests/gpu/test_gpu_platforms.py times them on captured tasks)."""
+"""What the library baselines read off a task: which op its calls make, and how the FlashInfer
+adapter hands the task's tensors to FlashInfer without a copy (the libraries' kernels run on the
+H200 only: tests/gpu/test_gpu_platforms.py times them on captured tasks)."""
 
+import pytest
 import torch
 
+from harness.evaluate.baselines import Sample
+from harness.evaluate.baselines._calls import compute_calls, kind_of
 from harness.evaluate.baselines.flashinfer import _halves, _rows
+from harness.reference import load_reference_module
+from harness.tasks import resolve_one
+
+
+@pytest.mark.parametrize(
+    ("task_id", "kind"),
+    [
+        ("rmsnorm_bf16_qwen", "rms_norm"),
+        ("qwen35_fused11_add_to_copy_8x1x4096_7447d5", "residual_rms_norm"),
+        ("sd35_fused8_to_copy_mul_2x24x333x64_ab63a3", "rms_norm"),
+        ("sd35_native_layer_norm_2x333x1536_fe94e1", "layer_norm"),
+        ("qwen35_fused2_silu_mul_8x1x12288_84e47e", "gated"),
+        ("gemma4_fused2_gelu_mul_8x1x21504_ba362f", "gated"),
+        ("softmax_fp16_attn", "softmax"),
+        # Gemma 4's captured norm region ends at the rsqrt factor, which no library returns.
+        ("gemma4_fused16_to_copy_pow_8x1x1_30e901", None),
+        ("gemma4_mul_8x1x5376_24cd0d", None),
+    ],
+)
+def test_the_op_a_task_makes_is_read_from_its_calls(task_id, kind):
+    reference = load_reference_module(resolve_one(task_id).reference_path, f"kind_{task_id}")
+    torch.manual_seed(0)
+    model = reference.Model(*reference.get_init_inputs())
+    sample = Sample(model, reference.get_inputs(), torch.device("cpu"))
+    assert kind_of(compute_calls(sample), sample) == kind
 
 
 def test_a_per_head_view_of_a_token_major_buffer_is_rows_of_the_head_dim_and_back():

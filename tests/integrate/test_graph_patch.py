@@ -30,6 +30,49 @@ def get_init_inputs():
 """
 
 
+BN_RELU = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, weight, bias, mean, var):
+        out = torch.ops.aten.native_batch_norm.default(x, weight, bias, mean, var, False, 0.1, 1e-05)
+        return torch.ops.aten.relu.default(out[0])
+
+
+def get_inputs():
+    return [torch.randn(2, 8, 6, 6), torch.randn(8), torch.randn(8), torch.randn(8), torch.rand(8) + 0.5]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+class BnRelu(torch.nn.Module):
+    """A batch norm + ReLU kernel written out in PyTorch (it keeps its input's layout)."""
+
+    def forward(self, x, weight, bias, mean, var):
+        scale = torch.rsqrt(var + 1e-5) * weight
+        return torch.relu((x - mean[:, None, None]) * scale[:, None, None] + bias[:, None, None])
+
+
+class ConvNet(torch.nn.Module):
+    """Two conv + batch norm + ReLU blocks: the first at the task's shape, the second at another."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.b1 = torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8)
+        self.c2, self.b2 = torch.nn.Conv2d(8, 8, 3), torch.nn.BatchNorm2d(8)
+        for norm in (self.b1, self.b2):
+            norm.running_mean.normal_()
+            norm.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        return torch.relu(self.b2(self.c2(torch.relu(self.b1(self.c1(x))))))
+
+
 class AddRelu(torch.nn.Module):
     def forward(self, a, b):
         return torch.relu(a + b) * 2
@@ -46,13 +89,13 @@ class Fused(torch.nn.Module):
         return torch.clamp_min(x0 + x1, 0)
 
 
-def _kernel(tmp_path) -> Kernel:
-    path = tmp_path / "reference.py"
-    path.write_text(textwrap.dedent(CHAIN))
-    spec = importlib.util.spec_from_file_location("chain_reference", path)
+def _kernel(tmp_path, source: str = CHAIN, task_id: str = "add_relu", module=None) -> Kernel:
+    path = tmp_path / f"{task_id}.py"
+    path.write_text(textwrap.dedent(source))
+    spec = importlib.util.spec_from_file_location(f"{task_id}_reference", path)
     reference = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(reference)
-    return Kernel("add_relu", task_call(reference, reference.get_inputs()), Fused())
+    return Kernel(task_id, task_call(reference, reference.get_inputs()), module or Fused())
 
 
 def test_a_chain_is_replaced_where_the_model_makes_it(tmp_path):
@@ -98,3 +141,16 @@ def test_a_kernel_that_raises_falls_back_to_the_task_s_calls(tmp_path):
     with torch.no_grad():
         assert torch.equal(patch.compile(AddRelu())(a, b), AddRelu()(a, b))
     assert patch.fallbacks == {"add_relu": 1} and "no such kernel" in patch.errors["add_relu"]
+
+
+def test_under_inductor_a_kernel_gets_the_layout_it_was_matched_with_and_the_rest_compiles_as_usual(tmp_path):
+    # Inductor lays convolution outputs out channels-last; a kernel matched on contiguous inputs must
+    # get them contiguous (a Triton kernel would read the wrong elements otherwise), and the batch
+    # norm no kernel took must be decomposed and fused as plain torch.compile does.
+    kernel = _kernel(tmp_path, BN_RELU, "bn_relu", BnRelu())
+    model, x = ConvNet().eval(), torch.randn(2, 3, 8, 8)
+    patch = Patch([kernel])
+    with torch.no_grad():
+        got, want = patch.compile(model, inductor=True)(x), model(x)
+    assert patch.hits == {"bn_relu": 1} and not patch.fallbacks, patch.errors
+    torch.testing.assert_close(got, want)

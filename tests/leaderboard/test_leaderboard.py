@@ -171,6 +171,14 @@ def _row(board: str, first_cell: str) -> list[str]:
     return [cell.strip() for cell in line.strip("|").split("|")]
 
 
+def _per_task(capsys, uri: str, *tasks: str) -> tuple[list[str], list[list[str]]]:
+    """`leaderboard --per-task`'s header and the named tasks' rows, cell by cell."""
+    code, out, err = _cli(capsys, "leaderboard", "--tracking-uri", uri, "--per-task")
+    assert code == 0, err
+    cells = lambda task: [c for c in next(r for r in map(str.split, out.splitlines()) if task in r) if c != "|"]
+    return _row(out, "run"), [cells(task) for task in tasks]
+
+
 def _sections(markdown: str) -> dict[str, str]:
     parts = markdown.split("### task set ")[1:]
     return {part.split(" ", 1)[0]: part for part in parts}
@@ -366,14 +374,11 @@ def test_a_missing_store_is_an_error_and_stays_missing(capsys, tmp_path, command
 def test_the_leaderboard_compares_with_torch_compile_where_the_run_timed_it(capsys, tmp_path):
     _record(tmp_path / "mlflow.db", H200_TASKS)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    code, out, err = _cli(capsys, "leaderboard", "--tracking-uri", uri, "--per-task")
-    assert code == 0, err
-    header = _row(out, "run")
-    copy = next(row for row in map(str.split, out.splitlines()) if "qwen35_copy_8x32x64x128_d3241c" in row)
-    copy = [cell for cell in copy if cell != "|"]
+    header, (copy,) = _per_task(capsys, uri, "qwen35_copy_8x32x64x128_d3241c")
     assert copy[header.index("speedup_vs_compile")] == "13.3"
     assert copy[header.index("compile_ms")] == "0.0968"
     code, out, _ = _cli(capsys, "leaderboard", "--tracking-uri", uri)
+    assert code == 0
     assert out.startswith("### task set gpu-offline (1 suite run)")  # named by its suite: no task_set tag
     header, row = _row(out, "agent"), _row(out, "mcts")
     assert float(row[header.index("geomean_vs_compile")]) == pytest.approx((13.26 * 1.00) ** 0.5, rel=5e-3)
@@ -383,15 +388,12 @@ def test_the_leaderboard_compares_with_torch_compile_where_the_run_timed_it(caps
 def test_each_task_names_its_best_baseline_and_the_run_its_geomean_over_the_best(capsys, tmp_path):
     _record(tmp_path / "mlflow.db", H200_EXPERT_TASKS)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    code, out, err = _cli(capsys, "leaderboard", "--tracking-uri", uri, "--per-task")
-    assert code == 0, err
-    header = _row(out, "run")
-    cells = lambda task: [c for c in next(r for r in map(str.split, out.splitlines()) if task in r) if c != "|"]
-    norm, qk = cells("rmsnorm_bf16_qwen"), cells("sd35_fused8_to_copy_mul_2x24x4096x64_5b18c8")
+    header, (norm, qk) = _per_task(capsys, uri, "rmsnorm_bf16_qwen", "sd35_fused8_to_copy_mul_2x24x4096x64_5b18c8")
     assert (norm[header.index("best_baseline")], norm[header.index("speedup_vs_best")]) == ("liger", "1")
     assert norm[header.index("speedup_vs_flashinfer")] == "1.33"
     assert (qk[header.index("best_baseline")], qk[header.index("speedup_vs_liger")]) == ("compile", "3.62")
     code, out, _ = _cli(capsys, "leaderboard", "--tracking-uri", uri)
+    assert code == 0
     header, row = _row(out, "agent"), _row(out, "mcts")
     # 13-18x over eager, but only 1.04x past the best each task had.
     assert float(row[header.index("geomean_vs_best")]) == pytest.approx((1.0 * 1.076) ** 0.5, rel=5e-3)

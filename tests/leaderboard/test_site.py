@@ -181,6 +181,9 @@ def test_each_page_type_renders_both_runs_offline(site, browser, kind, tmp_path)
     text = visit.page.inner_text("main")
     if kind in ("index", "compare", "cost", "task"):
         assert GOOD in text and BAD in text
+    if kind == "run":  # each task's best baseline; no column for a library these CPU runs never timed
+        assert "best_baseline" in text and "speedup_vs_best" in text
+        assert "speedup_vs_liger" not in text and "speedup_vs_flashinfer" not in text
     plots = visit.page.locator(".js-plotly-plot")
     assert plots.count() == PAGES[kind]
     for index in range(plots.count()):

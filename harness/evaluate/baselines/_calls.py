@@ -1,6 +1,7 @@
 """What a library baseline reads off the task's reference: the ATen calls it makes on a sample input,
-and where each operand of those calls comes from (an input, a view of one, or a parameter), so an
-adapter can hand the library's kernel the same tensors. Shared by the library adapters (liger.py,
+which kind of op they make (an RMSNorm, a gated activation, ...), and where each operand of those
+calls comes from (an input, a view of one, or a parameter), so an adapter can hand the library's
+kernel the same tensors. Shared by the library adapters (liger.py,
 flashinfer.py); not a baseline itself (its name starts with an underscore)."""
 
 from __future__ import annotations
@@ -48,6 +49,58 @@ def names(calls: list[Call]) -> list[str]:
 def is_rms_norm(calls: list[Call]) -> bool:
     found = set(names(calls))
     return found <= RMS_CHAIN and {"mean", "pow"} <= found and bool({"rsqrt", "sqrt"} & found)
+
+
+def _starts_with_residual_add(calls: list[Call], sample: Sample) -> bool:
+    """An add of two inputs of one shape, then an RMSNorm of the sum."""
+    first = calls[0]
+    operands = [t for t in first[1][:2] if isinstance(t, torch.Tensor)]
+    inputs = [t for t in sample.inputs if isinstance(t, torch.Tensor)]
+    return (
+        first[0] == "add"
+        and len(operands) == 2
+        and operands[0].shape == operands[1].shape
+        and all(any(t is x for x in inputs) for t in operands)
+        and len(calls) > 1
+        and is_rms_norm(calls[1:])
+    )
+
+
+_SINGLE = {
+    "rms_norm": "rms_norm",
+    "_fused_rms_norm": "rms_norm",
+    "native_layer_norm": "layer_norm",
+    "layer_norm": "layer_norm",
+    "native_group_norm": "group_norm",
+    "_softmax": "softmax",
+    "softmax": "softmax",
+}
+
+
+def kind_of(calls: list[Call], sample: Sample) -> str | None:
+    """Which op the calls make, as the library adapters name them: residual_rms_norm, rms_norm,
+    layer_norm, group_norm, softmax, gated (an activation times another input), or None."""
+    ops = names(calls)
+    if _starts_with_residual_add(calls, sample):
+        return "residual_rms_norm"
+    if is_rms_norm(calls):
+        return "rms_norm"
+    if len(calls) == 1:
+        return _SINGLE.get(ops[0])
+    return "gated" if ops in (["silu", "mul"], ["gelu", "mul"]) else None
+
+
+Builder = Callable[[list[Call], Sample], list[Callable[..., Any]]]
+
+
+def library_variants(library: str, builders: dict[str, Builder], sample: Sample) -> list[Callable[..., Any]]:
+    """The library's callables for the task's op, most likely first (the reference worker times the
+    first whose output matches the reference's), from the builder for its kind."""
+    calls = compute_calls(sample)
+    kind = kind_of(calls, sample)
+    if kind not in builders:
+        raise NotApplicable(f"{library} has no kernel for this op (its ATen calls: {', '.join(names(calls)[:8])})")
+    return builders[kind](calls, sample)
 
 
 def source(t: torch.Tensor, sample: Sample) -> Getter:

@@ -30,9 +30,7 @@ from harness.evaluate.baselines import Baseline, NotApplicable, Sample
 from harness.evaluate.baselines._calls import (
     Getter,
     arg,
-    compute_calls,
-    is_rms_norm,
-    names,
+    library_variants,
     optional,
     rms_norm_operands,
     source,
@@ -200,33 +198,14 @@ def _gated(calls, sample: Sample) -> list[Callable[..., Any]]:
     return [lambda *inputs: kernel(g(inputs).as_strided(shape, stride, g(inputs).storage_offset()))]
 
 
-def _starts_with_residual_add(calls, sample: Sample) -> bool:
-    first = calls[0]
-    operands = [t for t in first[1][:2] if isinstance(t, torch.Tensor)]
-    inputs = [t for t in sample.inputs if isinstance(t, torch.Tensor)]
-    return (
-        first[0] == "add"
-        and len(operands) == 2
-        and operands[0].shape == operands[1].shape
-        and all(any(t is x for x in inputs) for t in operands)
-        and len(calls) > 1
-        and is_rms_norm(calls[1:])
-    )
-
-
 def variants(sample: Sample) -> list[Callable[..., Any]]:
-    """FlashInfer callables that may compute the reference's op, most likely first."""
-    calls = compute_calls(sample)
-    ops = names(calls)
-    if _starts_with_residual_add(calls, sample):
-        return _residual_rms_norm(calls, sample)
-    if is_rms_norm(calls) or (len(calls) == 1 and ops[0] in ("rms_norm", "_fused_rms_norm")):
-        return _rms_norm(calls, sample)
-    if len(calls) == 1 and ops[0] in ("native_layer_norm", "layer_norm"):
-        return _layer_norm(calls[0], sample)
-    if ops in (["silu", "mul"], ["gelu", "mul"]):
-        return _gated(calls, sample)
-    raise NotApplicable(f"FlashInfer has no kernel for this op here (its ATen calls: {', '.join(ops[:8])})")
+    builders = {
+        "residual_rms_norm": _residual_rms_norm,
+        "rms_norm": _rms_norm,
+        "layer_norm": lambda calls, sample: _layer_norm(calls[0], sample),
+        "gated": _gated,
+    }
+    return library_variants("FlashInfer", builders, sample)
 
 
 BASELINE = Baseline(

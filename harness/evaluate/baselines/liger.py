@@ -16,9 +16,7 @@ import torch
 from harness.evaluate.baselines import Baseline, NotApplicable, Sample
 from harness.evaluate.baselines._calls import (
     arg,
-    compute_calls,
-    is_rms_norm,
-    names,
+    library_variants,
     optional,
     rms_norm_operands,
     source,
@@ -112,27 +110,17 @@ def _gated(calls, sample: Sample) -> list[Callable[..., Any]]:
 
 
 def variants(sample: Sample) -> list[Callable[..., Any]]:
-    """Liger callables that may compute the reference's op, most likely first (the worker times the
-    first whose output matches the reference's)."""
-    calls = compute_calls(sample)
-    ops = names(calls)
-    if is_rms_norm(calls):
-        return _rms_norm(calls, sample)
-    if len(calls) == 1:
-        single = {
-            "rms_norm": lambda: _rms_norm(calls, sample),
-            "_fused_rms_norm": lambda: _rms_norm(calls, sample),
-            "native_layer_norm": lambda: _layer_norm(calls[0], sample),
-            "layer_norm": lambda: _layer_norm(calls[0], sample),
-            "native_group_norm": lambda: _group_norm(calls[0], sample),
-            "_softmax": lambda: _softmax(calls[0], sample),
-            "softmax": lambda: _softmax(calls[0], sample),
-        }
-        if ops[0] in single:
-            return single[ops[0]]()
-    if ops in (["silu", "mul"], ["gelu", "mul"]):
-        return _gated(calls, sample)
-    raise NotApplicable(f"Liger-Kernel has no kernel for this op (its ATen calls: {', '.join(ops[:8])})")
+    return library_variants(
+        "Liger-Kernel",
+        {
+            "rms_norm": _rms_norm,
+            "layer_norm": lambda calls, sample: _layer_norm(calls[0], sample),
+            "group_norm": lambda calls, sample: _group_norm(calls[0], sample),
+            "softmax": lambda calls, sample: _softmax(calls[0], sample),
+            "gated": _gated,
+        },
+        sample,
+    )
 
 
 BASELINE = Baseline(

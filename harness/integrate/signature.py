@@ -8,6 +8,7 @@ subgraph only where it matches all of that; any other call stays PyTorch's.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,17 +68,39 @@ class TaskCall:
         """The task's own calls on these inputs: the op's answer a kernel replaces."""
         results: list[list[Any]] = []
         for op, args, kwargs in self.steps:
-
-            def fill(v):
-                if isinstance(v, Input):
-                    return inputs[v.index]
-                if isinstance(v, Step):
-                    return results[v.step][v.output]
-                return v
-
-            out = op(*tree_map(fill, args, is_leaf=_is_slot), **tree_map(fill, kwargs, is_leaf=_is_slot))
-            results.append(tree_flatten(out)[0])
+            args, kwargs = _filled(args, kwargs, inputs, results)
+            results.append(tree_flatten(op(*args, **kwargs))[0])
         return results[self.final][self.output_index]
+
+    def module(self) -> torch.fx.GraphModule | None:
+        """The task's calls as FX code, each step one direct ATen call, as eager makes it: what the
+        guard times a kernel against in place (replay rebuilds every step's arguments in Python,
+        about 12 us a step, which would count as the op's). None where a step returns a list."""
+        graph = torch.fx.Graph()
+        inputs = [graph.placeholder(f"x{i}") for i in range(self.n_inputs)]
+        results: list[list[Any]] = []
+        for op, args, kwargs in self.steps:
+            returns = [str(r.type) for r in op._schema.returns]
+            if any(r != "Tensor" for r in returns):
+                return None
+            node = graph.call_function(op, *_filled(args, kwargs, inputs, results))
+            outputs = range(len(returns)) if len(returns) > 1 else []
+            results.append([graph.call_function(operator.getitem, (node, k)) for k in outputs] or [node])
+        graph.output(results[self.final][self.output_index])
+        return torch.fx.GraphModule(torch.nn.Module(), graph)
+
+
+def _filled(args: tuple, kwargs: dict, inputs: list[Any], results: list[list[Any]]) -> tuple[tuple, dict]:
+    """A step's arguments with its Input and Step slots filled from the inputs and earlier results."""
+
+    def fill(v):
+        if isinstance(v, Input):
+            return inputs[v.index]
+        if isinstance(v, Step):
+            return results[v.step][v.output]
+        return v
+
+    return tree_map(fill, args, is_leaf=_is_slot), tree_map(fill, kwargs, is_leaf=_is_slot)
 
 
 def _is_slot(value: Any) -> bool:

@@ -154,3 +154,14 @@ def test_under_inductor_a_kernel_gets_the_layout_it_was_matched_with_and_the_res
         got, want = patch.compile(model, inductor=True)(x), model(x)
     assert patch.hits == {"bn_relu": 1} and not patch.fallbacks, patch.errors
     torch.testing.assert_close(got, want)
+
+
+def test_the_tasks_calls_as_fx_code_give_what_their_replay_gives(tmp_path):
+    # What the guard times a kernel against in place: the same calls, made directly.
+    for source, task_id in [(CHAIN, "add_relu"), (BN_RELU, "bn_relu")]:
+        call = _kernel(tmp_path, source, task_id).call
+        inputs = [torch.randn(2, 8, 6, 6), *(torch.rand(8) + 0.5 for _ in range(4))]
+        inputs = inputs if task_id == "bn_relu" else [torch.randn(8, 16), torch.randn(8, 16)]
+        direct = call.module()
+        assert sum(n.op == "call_function" for n in direct.graph.nodes) >= len(call.steps)
+        assert torch.equal(direct(*inputs), call.replay(inputs))

@@ -256,6 +256,8 @@ class Recorder:
             # Metric names of the records contract (docs/records.md): "<baseline>_ms", "<baseline>_host_ms".
             metrics.update({f"{name}_ms": ms for name, ms in result.baselines.items()})
             metrics.update({f"{name}_host_ms": ms for name, ms in result.baselines_host_ms.items()})
+            # Building a baseline (Inductor's compile, FlashInfer's nvcc JIT) is set apart from its time.
+            metrics.update({f"{name}_setup_s": s for name, s in result.baselines_setup_s.items()})
             if result.best_baseline:
                 self.client.set_tag(run_id, "best_baseline", result.best_baseline)
             if result.torch_ops:  # under evaluate.torch_ops=allow: the PyTorch ops the kernel kept

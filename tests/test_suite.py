@@ -60,6 +60,8 @@ def test_mcts_offline_run_prints_a_leaderboard_that_mlflow_reproduces(tmp_path):
     metrics = task_run.data.metrics
     assert metrics["time_ms"] > 0 and metrics["eager_ms"] > 0
     assert metrics["host_ms"] > 0 and metrics["eager_host_ms"] > 0  # a reader can tell host-bound times
+    assert metrics["eager_setup_s"] >= 0 and metrics["speedup_vs_best"] > 0  # build time apart; the best baseline
+    assert task_run.data.tags["best_baseline"] in ("eager", "compile", "compile_max_autotune")
 
 
 @pytest.mark.slow

@@ -46,19 +46,20 @@ def resnet50(batch_size: int, image_size: int, device: torch.device, dtype: torc
 
 class PrefillThenDecode(torch.nn.Module):
     """One batch of requests as a server runs them: prefill the prompts, then greedy decode steps,
-    with logits for the last position only (as serving engines compute them)."""
+    with logits for the last position only (as serving engines compute them). It returns every
+    step's tokens, so a patched model is held to the same token at each step."""
 
     def __init__(self, lm: torch.nn.Module, decode_steps: int):
         super().__init__()
         self.lm, self.decode_steps = lm, decode_steps
 
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
         out = self.lm(input_ids=input_ids, use_cache=True, logits_to_keep=1)
-        token = out.logits[:, -1:].argmax(-1)
+        tokens = [out.logits[:, -1:].argmax(-1)]
         for _ in range(self.decode_steps):
-            out = self.lm(input_ids=token, past_key_values=out.past_key_values, use_cache=True, logits_to_keep=1)
-            token = out.logits[:, -1:].argmax(-1)
-        return token
+            out = self.lm(input_ids=tokens[-1], past_key_values=out.past_key_values, use_cache=True, logits_to_keep=1)
+            tokens.append(out.logits[:, -1:].argmax(-1))
+        return tuple(tokens)
 
 
 def causal_lm(

@@ -151,6 +151,7 @@ def _model_run(out: Path, timeout_s: float) -> dict:
     paths = [str(Path(__file__).resolve().parents[2]), os.getcwd()] + [p for p in [os.environ.get("PYTHONPATH")] if p]
     env = {**base_env(), "PYTHONPATH": os.pathsep.join(paths)}
     started, log = time.monotonic(), out / "model_run.log"
+    (out / "model_run.json").unlink(missing_ok=True)  # an earlier run's, in the same folder
     # Its phases reach the user's terminal as they happen (stderr); what the kernels print, the log.
     try:
         with log.open("w") as printed:
@@ -163,14 +164,20 @@ def _model_run(out: Path, timeout_s: float) -> dict:
             )
     except subprocess.TimeoutExpired as exc:
         partial = out / "model_run.partial.json"
-        reached = json.loads(partial.read_text()).get("reached") if partial.is_file() else None
+        try:
+            reached = json.loads(partial.read_text()).get("reached")
+        except (OSError, ValueError):
+            reached = None
         so_far = f"; it had {reached}, and what it measured is in {partial}" if reached else ""
         raise ForgeBenchError(
             f"the model run took over {timeout_s:.0f} s and was stopped{so_far} (raise --timeout-s)."
         ) from exc
     result = out / "model_run.json"
     if not result.is_file():
-        raise ForgeBenchError(f"the model run ended without a result (exit {done.returncode}); its output is in {log}.")
+        raise ForgeBenchError(
+            f"the model run ended without a result (exit {done.returncode}); its errors are printed above, "
+            f"and what it printed is in {log}."
+        )
     found = json.loads(result.read_text())
     if "error" in found:
         raise ForgeBenchError(f"the model run failed: {found['error']} (traceback in {result})")
@@ -200,6 +207,14 @@ def summary_metrics(found: dict) -> dict[str, float]:
     if "patched_compile" in t:
         metrics["patched_compile_ms"] = t["patched_compile"]["median_ms"]
         metrics["patched_compile_speedup_vs_compile"] = t["compile"]["median_ms"] / t["patched_compile"]["median_ms"]
+    if "eager_prefill" in t:  # an LLM: its prefill alone, and each decode step by difference
+        steps, prefill, patched_prefill = found["decode_steps"], t["eager_prefill"], t["patched_prefill"]
+        metrics["prefill_eager_ms"], metrics["prefill_patched_ms"] = prefill["median_ms"], patched_prefill["median_ms"]
+        metrics["e2e_prefill_speedup_vs_eager"] = prefill["median_ms"] / patched_prefill["median_ms"]
+        metrics["decode_step_eager_ms"] = (eager - prefill["median_ms"]) / steps
+        metrics["decode_step_patched_ms"] = (patched - patched_prefill["median_ms"]) / steps
+        if metrics["decode_step_patched_ms"] > 0:
+            metrics["e2e_decode_speedup_vs_eager"] = metrics["decode_step_eager_ms"] / metrics["decode_step_patched_ms"]
     for key in ("max_output_error", "mean_output_error"):
         if found.get(key) is not None:
             metrics[key] = found[key]
@@ -244,6 +259,13 @@ def describe(found: dict) -> str:
     if "patched_compile_ms" in m:
         ratio = m["eager_ms"] / m["patched_compile_ms"]
         rows.append(["torch.compile + kept kernels", f"{m['patched_compile_ms']:.4g} ms", f"{ratio:.2f}x"])
+    if "prefill_eager_ms" in m:
+        rows.append(["prefill, eager", f"{m['prefill_eager_ms']:.4g} ms", ""])
+        prefill = f"{m['e2e_prefill_speedup_vs_eager']:.2f}x"
+        rows.append(["prefill, kept kernels", f"{m['prefill_patched_ms']:.4g} ms", prefill])
+        rows.append(["a decode step, eager (by difference)", f"{m['decode_step_eager_ms']:.4g} ms", ""])
+        decode = f"{m['e2e_decode_speedup_vs_eager']:.2f}x" if "e2e_decode_speedup_vs_eager" in m else ""
+        rows.append(["a decode step, kept kernels", f"{m['decode_step_patched_ms']:.4g} ms", decode])
     rows.append(["predicted (Amdahl, isolated speedups)", "", f"{m['predicted_speedup']:.2f}x"])
     rows.append(["predicted (Amdahl, in-place speedups)", "", f"{m['predicted_speedup_in_place']:.2f}x"])
     lines = [

@@ -159,6 +159,7 @@ class Patch:
         self.unmatched = 0  # graph calls of the kernels' final ops left to PyTorch (no task matched them)
         self.left_open: dict[str, str] = {}  # task id -> why its calls, found, could not be replaced
         self._library = torch.library.Library(_NAMESPACE, "FRAGMENT")
+        self._matched: dict[Any, tuple] = {}  # each kernel op -> its inputs as matched (eager_input_vals)
 
     def compile(self, model: torch.nn.Module, inductor: bool = False):
         """The model under the pass: its graphs run as FX code, or with `inductor` are compiled by
@@ -184,7 +185,7 @@ class Patch:
             # fuses them as in plain torch.compile, where an op left whole would run as a library
             # call (and torch 2.11 refuses to fall back on an op it has a decomposition for).
             if {n.target for n in _aten_calls(gm)} & held_back:
-                gm = _decompose(gm, example_inputs, full)  # what theirs decompose into, too
+                gm = _decompose(gm, example_inputs, full, self._matched)  # what theirs decompose into, too
             return compile_fx_inner(gm, example_inputs, **kwargs)
 
         def backend(gm, example_inputs):
@@ -236,8 +237,10 @@ class Patch:
         with gm.graph.inserting_before(final):
             new = gm.graph.call_function(op, tuple(match.inputs[i] for i in range(kernel.call.n_inputs)))
         new.meta["val"] = value
-        # The inputs as the pass matched them: what Inductor holds an exact-strides op's inputs to.
-        new.meta["eager_input_vals"] = (tuple(match.inputs[i].meta.get("val") for i in range(kernel.call.n_inputs)), {})
+        # The inputs as the pass matched them: what Inductor holds an exact-strides op's inputs to
+        # (kept by op too, for a graph traced again after the pass).
+        self._matched[op] = (tuple(match.inputs[i].meta.get("val") for i in range(kernel.call.n_inputs)), {})
+        new.meta["eager_input_vals"] = self._matched[op]
         readers = list(final.users) if kernel.call.outputs_per_step[kernel.call.final] > 1 else [final]
         for reader in readers:  # of a multi-output op, the getitems of the one output read
             reader.replace_all_uses_with(new)
@@ -256,10 +259,10 @@ class Patch:
         self._library.define(f"{name}({arguments}) -> Tensor", tags=(_EXACT_STRIDES,))
         run = self._replacement(kernel, value, layouts)
         self._library.impl(name, run, "CompositeExplicitAutograd")
-        shape, stride, dtype = tuple(value.shape), tuple(value.stride()), value.dtype
+        shape, stride, dtype, device = tuple(value.shape), tuple(value.stride()), value.dtype, value.device
 
         def fake(*inputs):
-            return torch.empty_strided(shape, stride, dtype=dtype, device=inputs[0].device)
+            return torch.empty_strided(shape, stride, dtype=dtype, device=device)
 
         torch.library.register_fake(f"{_NAMESPACE}::{name}", fake, lib=self._library)
         return getattr(getattr(torch.ops, _NAMESPACE), name).default
@@ -270,13 +273,14 @@ class Patch:
         another layout than the one matched (a kernel may assume it); its result in the layout
         the graph declared for it."""
         call = kernel.call
-        shape, stride, dtype = tuple(expected.shape), tuple(expected.stride()), expected.dtype
+        shape, stride, dtype, device = tuple(expected.shape), tuple(expected.stride()), expected.dtype, expected.device
 
         def declared(result: torch.Tensor, inputs: tuple) -> torch.Tensor:
-            """The result as the op's schema and fake declare it: a new tensor, in the graph's strides."""
-            if tuple(result.stride()) != stride:
+            """The result as the op's schema and fake declare it: a new tensor (one sharing an input's
+            storage is copied), in the graph's strides."""
+            if tuple(result.stride()) != stride or _shares_storage(result, inputs):
                 return torch.empty_strided(shape, stride, dtype=dtype, device=result.device).copy_(result)
-            return _fresh(result, inputs)
+            return result
 
         def forgebench_kernel(*inputs):
             if self.record:
@@ -293,7 +297,7 @@ class Patch:
                 result = kernel.module(*inputs)
                 if not isinstance(result, torch.Tensor):
                     raise TypeError(f"the kernel returned {type(result).__name__}, not a tensor")
-                if tuple(result.shape) != shape or result.dtype != dtype or result.device != inputs[0].device:
+                if tuple(result.shape) != shape or result.dtype != dtype or result.device.type != device.type:
                     raise TypeError(f"the kernel returned {result.dtype} {tuple(result.shape)} on {result.device}")
             except Exception as exc:  # the guard's run-time half: PyTorch answers instead
                 self.fallbacks[kernel.task_id] += 1
@@ -305,19 +309,20 @@ class Patch:
         return forgebench_kernel
 
 
-def _decompose(gm: torch.fx.GraphModule, example_inputs, table: dict) -> torch.fx.GraphModule:
-    """The graph traced again with `table`'s decompositions; each kernel's op stays whole (its fake
-    impl traces it) and keeps the input layouts it was matched with."""
+def _decompose(gm: torch.fx.GraphModule, example_inputs, table: dict, matched: dict) -> torch.fx.GraphModule:
+    """The graph traced again with `table`'s decompositions, on fake tensors (no kernel runs); each
+    kernel's op stays whole (its fake impl traces it) and keeps the input layouts it was matched with."""
     import contextlib
 
     from torch._guards import detect_fake_mode
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    with detect_fake_mode(example_inputs) or contextlib.nullcontext():
-        traced = make_fx(gm, decomposition_table=table)(*example_inputs)
+    mode = detect_fake_mode(example_inputs)
+    with mode or contextlib.nullcontext():
+        traced = make_fx(gm, decomposition_table=table, tracing_mode="real" if mode else "fake")(*example_inputs)
     for node in traced.graph.nodes:
-        if node.op == "call_function" and getattr(node.target, "namespace", None) == _NAMESPACE:
-            node.meta["eager_input_vals"] = (tuple(a.meta.get("val") for a in node.args), {})
+        if node.op == "call_function" and node.target in matched:
+            node.meta["eager_input_vals"] = matched[node.target]
     return traced
 
 
@@ -325,8 +330,6 @@ def _strided(t: Any) -> tuple | None:
     return (tuple(t.shape), tuple(t.stride()), t.dtype) if isinstance(t, torch.Tensor) else None
 
 
-def _fresh(result: torch.Tensor, inputs: tuple) -> torch.Tensor:
-    """The op's schema returns a new tensor: a result that shares an input's storage is copied."""
+def _shares_storage(result: torch.Tensor, inputs: tuple) -> bool:
     storage = result.untyped_storage().data_ptr()
-    shared = any(isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() == storage for t in inputs)
-    return result.clone() if shared else result
+    return any(isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() == storage for t in inputs)

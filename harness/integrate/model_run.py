@@ -13,6 +13,7 @@ and writes what it found to the request's result_path. Imports neither MLflow no
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
@@ -25,6 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from harness import devices
+from harness.capture.builtin import PrefillThenDecode
 from harness.evaluate import timing
 from harness.evaluate.models import build_model, copy_parameters, load_candidate, make_inputs
 from harness.evaluate.verdict import Verdict
@@ -118,11 +120,30 @@ class _Phases:
 
     def __init__(self, result_path: str):
         self.partial, self.started = Path(result_path).with_suffix(".partial.json"), time.monotonic()
+        self.partial.unlink(missing_ok=True)  # an earlier run's, in the same folder
 
     def __call__(self, what: str, found: dict | None = None) -> None:
         print(f"[e2e +{time.monotonic() - self.started:.0f} s] {what}", file=sys.stderr, flush=True)
-        if found is not None:
-            self.partial.write_text(json.dumps({**found, "reached": what}, indent=1, default=str))
+        if found is not None:  # written whole or not at all: a kill mid-write leaves the last one
+            written = self.partial.with_suffix(".tmp")
+            written.write_text(json.dumps({**found, "reached": what}, indent=1, default=str))
+            os.replace(written, self.partial)
+
+
+def prefill_apart(work, kept: list[Kernel], timed, phase, found: dict) -> dict:
+    """An LLM's prefill timed on its own, eager and patched, beside the whole request (prefill
+    then the decode steps): what each decode step costs is the difference over the steps."""
+    prefill = PrefillThenDecode(work.model.lm, 0)
+    phase("timing the prefill alone", found)
+    eager = timed(lambda: prefill(*work.inputs))
+    torch._dynamo.reset()
+    patched_prefill = Patch(kept).compile(prefill)
+    patched_prefill(*work.inputs)
+    patched = timed(lambda: patched_prefill(*work.inputs))
+    return {
+        "decode_steps": work.model.decode_steps,
+        "timings": {**found["timings"], "eager_prefill": eager, "patched_prefill": patched},
+    }
 
 
 def run(request: dict) -> dict:
@@ -193,13 +214,15 @@ def run(request: dict) -> dict:
     # least in place goes, and the rest are confirmed and timed again.
     by_decision = {d.task_id: d for d in decisions}
     patch, patched_out, hits, patched_t = patched(kept)
-    while kept and versus(patched_t, found["timings"]["eager"]) == "slower":
+    # Only a kernel that ran can be blamed; with none left to drop, what is slower is the pass itself
+    # (graph_only, timed below, says so).
+    while any(hits.get(k.task_id) for k in kept) and versus(patched_t, found["timings"]["eager"]) == "slower":
 
         def saving(k: Kernel, hits=hits) -> float:  # ms a forward, by the in-place timings
             d = by_decision[k.task_id]
             return ((d.op_ms or 0.0) - (d.kernel_ms or 0.0)) * hits.get(k.task_id, 0)
 
-        weakest = min(kept, key=saving)
+        weakest = min((k for k in kept if hits.get(k.task_id)), key=saving)
         eager_t = found["timings"]["eager"]
         decision = by_decision[weakest.task_id]
         decision.decision = "slower_in_model"
@@ -243,6 +266,8 @@ def run(request: dict) -> dict:
             found["patched_compile_agreement"] = agreement(eager_out, both_out)
         except Exception as exc:  # Inductor and the kernels do not compose on this model: said
             found["patched_compile_error"] = f"{type(exc).__name__}: {exc}"[:400]
+    if isinstance(work.model, PrefillThenDecode) and work.model.decode_steps > 0:
+        found.update(prefill_apart(work, kept, timed, phase, found))
     found.update(agreement(eager_out, patched_out))
     found["patched_vs_eager"] = versus(found["timings"]["patched_eager"], found["timings"]["eager"])
     found["fallbacks"], found["fallback_errors"] = dict(patch.fallbacks), dict(patch.errors)

@@ -91,7 +91,12 @@ def _first_matching(baseline: Baseline, sample: Sample, check: Callable[[Any], s
         return variants[0]
     mismatches = []
     for fn in variants:
-        mismatch = check(fn)
+        try:
+            mismatch = check(fn)
+        except NotApplicable:
+            raise
+        except Exception as exc:  # this reading of the task's op does not run here; the next may
+            mismatch = shorten(f"it raised {type(exc).__name__}: {exc}", 300)
         if mismatch is None:
             return fn
         mismatches.append(mismatch)

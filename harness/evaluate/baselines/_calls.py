@@ -144,5 +144,5 @@ def rms_norm_operands(calls: list[Call], sample: Sample) -> tuple[int, list[int]
     hidden = sample.inputs[big[0]].shape[-1]
     held = [p for p in (*sample.model.parameters(), *sample.model.buffers()) if p.shape == (hidden,)]
     one_d = [t for _, t in tensor_inputs(sample) if t.shape == (hidden,)]
-    weights = [source(w, sample) for w in held + one_d] if "mul" in names(calls) else []
+    weights = [source(w, sample) for w in (held or one_d)] if "mul" in names(calls) else []
     return hidden, big, weights, float(scalars[0])

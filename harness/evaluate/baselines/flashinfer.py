@@ -61,7 +61,13 @@ def _rows(t: torch.Tensor, ranks: tuple[int, ...] = (2, 3)) -> Rows | None:
     return None
 
 
-def _need_rows(t: torch.Tensor, what: str, ranks: tuple[int, ...] = (2, 3)) -> None:
+# What each FlashInfer kernel takes (flashinfer/data/csrc/norm.cu): rmsnorm 2-D rows with a row
+# stride or 3-D (a, b, hidden); gemma_rmsnorm and the fused residual kernels 2-D with a row stride;
+# layernorm 2-D rows with no stride (contiguous), in bfloat16.
+ROWS_2D, ROWS_2D_OR_3D = (2,), (2, 3)
+
+
+def _need_rows(t: torch.Tensor, what: str, ranks: tuple[int, ...] = ROWS_2D_OR_3D) -> None:
     if t.dtype not in (torch.float16, torch.bfloat16):
         raise NotApplicable(f"FlashInfer's {what} takes float16 or bfloat16 tensors, and this task's is {t.dtype}")
     if _rows(t, ranks) is None:
@@ -70,15 +76,23 @@ def _need_rows(t: torch.Tensor, what: str, ranks: tuple[int, ...] = (2, 3)) -> N
         )
 
 
-def _as_dtype(w: Getter, like: torch.Tensor, dtype: torch.dtype) -> Getter:
-    """The weight in the dtype FlashInfer wants, or ones made once here when there is none."""
-    ones = torch.ones(like.shape[-1], dtype=dtype, device=like.device)
-    return lambda inputs: ones if w(inputs) is None else w(inputs).to(dtype)
+def _as_dtype(w: Getter, sample: Sample, like: torch.Tensor, dtype: torch.dtype, absent: float = 1.0) -> Getter:
+    """The weight (or bias) in the dtype FlashInfer wants, made once here where it is a parameter
+    or absent (filled with `absent`): only one that is a task input is converted in the timed call."""
+    probe = w(list(sample.inputs))
+    if probe is None:
+        filled = torch.full((like.shape[-1],), absent, dtype=dtype, device=like.device)
+        return lambda inputs: filled
+    inputs = [x for x in sample.inputs if isinstance(x, torch.Tensor)]
+    if not any(probe.untyped_storage().data_ptr() == x.untyped_storage().data_ptr() for x in inputs):
+        held = probe.detach().to(dtype)
+        return lambda inputs: held
+    return lambda inputs: w(inputs).to(dtype)  # no copy where it has the dtype already
 
 
-def _norm(norm, x: Getter, weight: Getter, eps: float) -> Callable[..., Any]:
+def _norm(norm, x: Getter, weight: Getter, eps: float, ranks: tuple[int, ...]) -> Callable[..., Any]:
     def run(*inputs):
-        rows, back = _rows(x(inputs))
+        rows, back = _rows(x(inputs), ranks)
         out = torch.empty(rows.shape, dtype=rows.dtype, device=rows.device)
         norm(rows, weight(inputs), eps, out=out)
         return back(out)
@@ -89,7 +103,7 @@ def _norm(norm, x: Getter, weight: Getter, eps: float) -> Callable[..., Any]:
 def _add_norm(fused, x: Getter, residual: Getter, weight: Getter, eps: float, returns_sum: bool):
     def run(*inputs):
         a, r = x(inputs), residual(inputs)
-        fused(_rows(a)[0], _rows(r)[0], weight(inputs), eps)  # in place: r = a + r, a = norm(r)
+        fused(_rows(a, ROWS_2D)[0], _rows(r, ROWS_2D)[0], weight(inputs), eps)  # in place: r = a + r, a = norm(r)
         return r if returns_sum else a
 
     return run
@@ -101,19 +115,20 @@ def _rms_norm(calls, sample: Sample) -> list[Callable[..., Any]]:
     fused = [c for c in calls if c[0] in ("rms_norm", "_fused_rms_norm")]
     if fused:
         like = fused[0][1][0]
-        xs, weights = [source(like, sample)], [optional(arg(fused[0], 2, "weight"), sample)]
+        xs, weights = [like], [optional(arg(fused[0], 2, "weight"), sample)]
         eps = arg(fused[0], 3, "eps")
         eps = torch.finfo(like.dtype).eps if eps is None else float(eps)
     else:
         _, big, found, eps = rms_norm_operands(calls, sample)
-        like = sample.inputs[big[0]]
-        xs, weights = [source(sample.inputs[i], sample) for i in big], [*found, lambda inputs: None]
-    _need_rows(like, "RMSNorm")
+        xs, weights = [sample.inputs[i] for i in big], [*found, lambda inputs: None]
+    _need_rows(xs[0], "RMSNorm")
+    kernels = [(flashinfer.rmsnorm, ROWS_2D_OR_3D), (flashinfer.gemma_rmsnorm, ROWS_2D)]
     return [
-        _norm(norm, x, _as_dtype(w, like, like.dtype), eps)
-        for x in xs
+        _norm(norm, source(t, sample), _as_dtype(w, sample, t, t.dtype), eps, ranks)
+        for t in xs
         for w in weights
-        for norm in (flashinfer.rmsnorm, flashinfer.gemma_rmsnorm)
+        for norm, ranks in kernels
+        if t.dtype == xs[0].dtype and _rows(t, ranks) is not None
     ]
 
 
@@ -123,12 +138,13 @@ def _residual_rms_norm(calls, sample: Sample) -> list[Callable[..., Any]]:
     import flashinfer
 
     a, b = calls[0][1][:2]
+    if a.stride() != b.stride():  # each is viewed as rows on its own: the rows must pair up
+        raise NotApplicable("FlashInfer's fused_add_rmsnorm needs the residual laid out as the input is")
     x, residual = source(a, sample), source(b, sample)
     _, _, found, eps = rms_norm_operands(calls[1:], sample)
-    _need_rows(a, "fused_add_rmsnorm")
-    _need_rows(b, "fused_add_rmsnorm")
+    _need_rows(a, "fused_add_rmsnorm", ROWS_2D)
     return [
-        _add_norm(fused, x, residual, _as_dtype(w, a, a.dtype), eps, returns_sum)
+        _add_norm(fused, x, residual, _as_dtype(w, sample, a, a.dtype), eps, returns_sum)
         for w in [*found, lambda inputs: None]
         for fused in (flashinfer.fused_add_rmsnorm, flashinfer.gemma_fused_add_rmsnorm)
         for returns_sum in (False, True)
@@ -143,16 +159,16 @@ def _layer_norm(call, sample: Sample) -> list[Callable[..., Any]]:
         raise NotApplicable("FlashInfer's LayerNorm normalises over the last dimension only")
     if t.dtype != torch.bfloat16:
         raise NotApplicable(f"FlashInfer's LayerNorm takes bfloat16 input, and this task's is {t.dtype}")
-    _need_rows(t, "LayerNorm", ranks=(2,))
+    _need_rows(t, "LayerNorm", ROWS_2D)
+    if _rows(t, ROWS_2D)[0].stride(0) != t.shape[-1]:
+        raise NotApplicable("FlashInfer's LayerNorm reads its rows back to back, and this input's have gaps")
     x = source(t, sample)
-    gamma = _as_dtype(optional(arg(call, 2, "weight"), sample), t, torch.float32)
-    bias = optional(arg(call, 3, "bias"), sample)
-    zeros = torch.zeros(t.shape[-1], dtype=torch.float32, device=t.device)
-    beta = lambda inputs: zeros if bias(inputs) is None else bias(inputs).float()
+    gamma = _as_dtype(optional(arg(call, 2, "weight"), sample), sample, t, torch.float32)
+    beta = _as_dtype(optional(arg(call, 3, "bias"), sample), sample, t, torch.float32, absent=0.0)
     eps = float(arg(call, 4, "eps", 1e-5))
 
     def run(*inputs):
-        rows, back = _rows(x(inputs), ranks=(2,))
+        rows, back = _rows(x(inputs), ROWS_2D)
         return back(flashinfer.layernorm(rows, gamma(inputs), beta(inputs), eps))
 
     return [run]

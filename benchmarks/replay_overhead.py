@@ -15,25 +15,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.integrate.signature import task_call
-
-REFERENCE = """
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, x, weight, bias, mean, var):
-        out = torch.ops.aten.native_batch_norm.default(x, weight, bias, mean, var, False, 0.1, 1e-05)
-        return torch.ops.aten.relu.default(out[0])
-
-
-def get_inputs():
-    return [torch.randn(2, 8, 6, 6), torch.randn(8), torch.randn(8), torch.randn(8), torch.rand(8) + 0.5]
-
-
-def get_init_inputs():
-    return []
-"""
+from tests.integrate.test_graph_patch import BN_RELU as REFERENCE  # the chain the graph-pass tests use
 
 
 def main() -> None:

@@ -275,10 +275,21 @@ def _e2e(args: argparse.Namespace) -> int:
         raise ForgeBenchError(f"--budget-ms {args.budget_ms}: give a number of milliseconds above 0.")
     if args.timeout_s <= 0:
         raise ForgeBenchError(f"--timeout-s {args.timeout_s}: give a number of seconds above 0.")
+    if ":" in args.model and args.override:
+        raise ForgeBenchError("--override sets conf/capture/ entries; a module:factory model takes none.")
     device = args.device or ("cuda" if _has_cuda() else "cpu")
     out = Path(args.out) if args.out else Path("runs") / "e2e" / time.strftime("%Y%m%d-%H%M%S")
     found = run_e2e(
-        args.model, args.run, tracking_uri, experiment, device, out, extra, args.budget_ms, timeout_s=args.timeout_s
+        args.model,
+        args.run,
+        tracking_uri,
+        experiment,
+        device,
+        out,
+        extra,
+        args.budget_ms,
+        timeout_s=args.timeout_s,
+        overrides=args.override,
     )
     print(describe(found))
     return 0
@@ -393,6 +404,9 @@ def parser() -> argparse.ArgumentParser:
     e2e.add_argument("--budget-ms", type=float, default=1000.0, help="timing budget per model variant (ms)")
     e2e.add_argument("--out", default=None, help="folder for the kernels and decisions (default: runs/e2e/<time>)")
     e2e.add_argument("--timeout-s", type=float, default=1800.0, help="stop the model run after this long (s)")
+    e2e.add_argument(
+        "--override", action="append", default=[], metavar="KEY=VALUE", help="e.g. capture.workload.steps=1"
+    )
     e2e.set_defaults(handler=_e2e)
     exp = sub.add_parser("export", help="the kernels an e2e run kept, as a bundle with a manifest and checksums")
     exp.add_argument("--run", required=True, help="the suite run (MLflow id or run_dir) that e2e ran on")

@@ -78,6 +78,7 @@ def run_e2e(
     budget_ms: float = 1000.0,
     kernel_budget_ms: float = 200.0,
     timeout_s: float = 1800.0,
+    overrides: list[str] | None = None,
 ) -> dict:
     client, suite = find_run(run, tracking_uri, experiment)
     tags = suite.data.tags
@@ -128,6 +129,9 @@ def run_e2e(
         "budget_ms": budget_ms,
         "kernel_budget_ms": kernel_budget_ms,
         "result_path": str(out / "model_run.json"),
+        # conf/capture/ entries changed for this run (fewer sampling steps, say): the model then runs
+        # another workload than the capture timed, and the Amdahl prediction is the captured one's.
+        "overrides": list(overrides or []),
     }
     (out / "request.json").write_text(json.dumps(request, indent=1))
     found = _model_run(out, timeout_s)
@@ -236,6 +240,7 @@ def record(client, suite, found: dict, out: Path) -> str:
         "agent": suite.data.tags.get("agent", ""),
         "model.label": suite.data.tags.get("model.label", ""),
         "patched_vs_eager": found["patched_vs_eager"],
+        "overrides": " ".join(found["request"].get("overrides", [])),
     }
     run = client.create_run(suite.info.experiment_id, run_name=f"e2e-{found['model']}", tags=tags)
     now = int(time.time() * 1000)
@@ -268,8 +273,10 @@ def describe(found: dict) -> str:
         rows.append(["a decode step, kept kernels", f"{m['decode_step_patched_ms']:.4g} ms", decode])
     rows.append(["predicted (Amdahl, isolated speedups)", "", f"{m['predicted_speedup']:.2f}x"])
     rows.append(["predicted (Amdahl, in-place speedups)", "", f"{m['predicted_speedup_in_place']:.2f}x"])
+    changed = found.get("request", {}).get("overrides")
     lines = [
-        f"{found['model']}: {int(m['kernels_kept'])} kernels kept, {int(m['kernels_rejected'])} not",
+        f"{found['model']}: {int(m['kernels_kept'])} kernels kept, {int(m['kernels_rejected'])} not"
+        + (f" (workload changed: {' '.join(changed)}; the prediction is the captured workload's)" if changed else ""),
         tabulate(rows),
         f"patched against eager, by their timing spreads: {found['patched_vs_eager']}",
     ]

@@ -254,6 +254,7 @@ def test_e2e_names_what_is_wrong_with_its_arguments(world, monkeypatch, capsys):
         (["--model", SPEC, "--run", run_dir, "--kernel", "nope"], "TASK_ID=FILE.py"),
         (["--model", SPEC, "--run", run_dir, "--kernel", "no_such_task=x.py"], "no task of this model has that id"),
         (["--model", SPEC, "--run", run_dir, "--timeout-s", "0"], "--timeout-s 0.0: give a number of seconds"),
+        (["--model", SPEC, "--run", run_dir, "--override", "capture.workload.steps=1"], "a module:factory model"),
         # A model run that outlasts its limit is stopped, and the sentence says how to give it longer.
         (["--model", SPEC, "--run", run_dir, "--timeout-s", "2"], "took over 2 s and was stopped"),
     ]:

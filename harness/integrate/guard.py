@@ -150,3 +150,48 @@ def decide(
             f"{op_t.median_ms:.4g} ms (p20 {op_t.p20_ms:.4g}): not faster by more than the timing spread"
         )
     return decision
+
+
+def versus(a: dict, b: dict) -> str:
+    """faster, slower, or a tie: whether a's timed spread (p20-p80) lies wholly below or above b's."""
+    if a["p80_ms"] < b["p20_ms"]:
+        return "faster"
+    return "slower" if a["p20_ms"] > b["p80_ms"] else "tie"
+
+
+def settle(
+    kept: list[Kernel],
+    decisions: list[Decision],
+    eager: dict,
+    patched: Callable[[list[Kernel]], tuple],
+    confirm: Callable[[list[Kernel]], list[Kernel]],
+) -> tuple[list[Kernel], tuple]:
+    """The kept kernels the whole model is not slower with, and the last patched run: `patched(kernels)`
+    gives (patch, output, hits per kernel in one forward, timing). The guard's promise holds for the
+    whole model, not only for each kernel in place: a model whose host issues its calls no faster
+    than the GPU runs them can be slower with kernels that are each faster alone (a kernel's launch
+    costs more host time than the library call it replaces). While the patched model is slower than
+    eager beyond the spreads, the kernel that ran and saved the least in place goes (its decision
+    becomes slower_in_model), and the rest are confirmed and timed again. With no kernel that ran
+    left, what is slower is the graph pass itself."""
+    by_id = {d.task_id: d for d in decisions}
+    run = patched(kept)
+    while versus(run[3], eager) == "slower" and any(run[2].get(k.task_id) for k in kept):
+        hits, timing = run[2], run[3]
+
+        def saving(k: Kernel, hits=hits) -> float:  # ms a forward, by the in-place timings
+            d = by_id[k.task_id]
+            return ((d.op_ms or 0.0) - (d.kernel_ms or 0.0)) * hits.get(k.task_id, 0)
+
+        weakest = min((k for k in kept if hits.get(k.task_id)), key=saving)
+        decision = by_id[weakest.task_id]
+        decision.decision = "slower_in_model"
+        decision.reason = (
+            f"with it and {len(kept) - 1} other kept kernels in place the model took "
+            f"{timing['median_ms']:.4g} ms (p20 {timing['p20_ms']:.4g}) against eager's "
+            f"{eager['median_ms']:.4g} ms (p80 {eager['p80_ms']:.4g}); it saved the least in place "
+            f"({saving(weakest) * 1e3:.3g} us a forward), so it went first"
+        )
+        kept = confirm([k for k in kept if k is not weakest])
+        run = patched(kept)
+    return kept, run

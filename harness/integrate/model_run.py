@@ -101,13 +101,6 @@ def agreement(eager: Any, patched: Any) -> dict:
     return found
 
 
-def versus(a: dict, b: dict) -> str:
-    """faster, slower, or a tie: whether a's timed spread (p20-p80) lies wholly below or above b's."""
-    if a["p80_ms"] < b["p20_ms"]:
-        return "faster"
-    return "slower" if a["p20_ms"] > b["p80_ms"] else "tie"
-
-
 def predicted_speedup(shares_and_speedups: list[tuple[float, float]]) -> float:
     """Amdahl's law: the model's speedup if each replaced share of its time ran that much faster."""
     saved = sum(share * (1 - 1 / speedup) for share, speedup in shares_and_speedups if speedup > 0)
@@ -207,33 +200,13 @@ def run(request: dict) -> dict:
         hits = dict(patch.hits)  # one forward's: the timing adds to the counts
         return patch, out, hits, timed(run_patched)
 
-    # The guard's promise holds for the whole model, not only for each kernel in place: a model whose
-    # host issues its calls no faster than the GPU runs them can be slower with kernels that are each
-    # faster alone (each kernel's launch costs more host time than the library call it replaces).
-    # While the patched model is slower than eager beyond the spread, the kernel that saved the
-    # least in place goes, and the rest are confirmed and timed again.
-    by_decision = {d.task_id: d for d in decisions}
-    patch, patched_out, hits, patched_t = patched(kept)
-    # Only a kernel that ran can be blamed; with none left to drop, what is slower is the pass itself
-    # (graph_only, timed below, says so).
-    while any(hits.get(k.task_id) for k in kept) and versus(patched_t, found["timings"]["eager"]) == "slower":
-
-        def saving(k: Kernel, hits=hits) -> float:  # ms a forward, by the in-place timings
-            d = by_decision[k.task_id]
-            return ((d.op_ms or 0.0) - (d.kernel_ms or 0.0)) * hits.get(k.task_id, 0)
-
-        weakest = min((k for k in kept if hits.get(k.task_id)), key=saving)
-        eager_t = found["timings"]["eager"]
-        decision = by_decision[weakest.task_id]
-        decision.decision = "slower_in_model"
-        decision.reason = (
-            f"with it and {len(kept) - 1} other kept kernels in place the model took "
-            f"{patched_t['median_ms']:.4g} ms (p20 {patched_t['p20_ms']:.4g}) against eager's "
-            f"{eager_t['median_ms']:.4g} ms (p80 {eager_t['p80_ms']:.4g}); it saved the least in place "
-            f"({saving(weakest) * 1e3:.3g} us a forward), so it went first"
-        )
-        kept = guard.confirm(work.model, traced, [k for k in kept if k is not weakest], decisions, tolerances)
-        patch, patched_out, hits, patched_t = patched(kept)
+    kept, (patch, patched_out, hits, patched_t) = guard.settle(
+        kept,
+        decisions,
+        found["timings"]["eager"],
+        patched,
+        lambda kernels: guard.confirm(work.model, traced, kernels, decisions, tolerances),
+    )
     found["hits_per_forward"] = hits
     found["unmatched_calls"] = patch.unmatched
     found["timings"]["patched_eager"] = patched_t
@@ -269,7 +242,7 @@ def run(request: dict) -> dict:
     if isinstance(work.model, PrefillThenDecode) and work.model.decode_steps > 0:
         found.update(prefill_apart(work, kept, timed, phase, found))
     found.update(agreement(eager_out, patched_out))
-    found["patched_vs_eager"] = versus(found["timings"]["patched_eager"], found["timings"]["eager"])
+    found["patched_vs_eager"] = guard.versus(found["timings"]["patched_eager"], found["timings"]["eager"])
     found["fallbacks"], found["fallback_errors"] = dict(patch.fallbacks), dict(patch.errors)
     overhead_ms = found["timings"]["graph_only"]["median_ms"] - found["timings"]["eager"]["median_ms"]
     found["patch_overhead_ms_per_forward"] = overhead_ms

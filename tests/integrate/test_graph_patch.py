@@ -165,3 +165,40 @@ def test_the_tasks_calls_as_fx_code_give_what_their_replay_gives(tmp_path):
         direct = call.module()
         assert sum(n.op == "call_function" for n in direct.graph.nodes) >= len(call.steps)
         assert torch.equal(direct(*inputs), call.replay(inputs))
+
+
+def _spread(ms: float) -> dict:
+    return {"median_ms": ms, "p20_ms": ms * 0.98, "p80_ms": ms * 1.02}
+
+
+def test_a_model_slower_with_its_kernels_loses_the_one_that_saved_least_until_it_is_not(tmp_path):
+    # Each kernel faster in place, the model slower with all three (a host-bound model): the one that
+    # saved least goes first, then the next, until the model is no slower than eager. A kept kernel
+    # that never ran in the forward is not blamed.
+    kernels = [_kernel(tmp_path, CHAIN, f"k{i}") for i in range(4)]
+    decisions = [guard.Decision(k.task_id, "kept", op_ms=1.0, kernel_ms=kernel_ms) for k, kernel_ms in
+                 zip(kernels, [0.5, 0.9, 0.2, 0.1])]  # fmt: skip
+    hits = {"k0": 1, "k1": 1, "k2": 1}  # k3 shadowed: it ran nowhere
+    model_ms = {4: 12.0, 3: 11.0, 2: 9.8}  # by kernels in place; eager takes 10 ms
+
+    def patched(kept):
+        return None, None, {k.task_id: hits[k.task_id] for k in kept if k.task_id in hits}, _spread(model_ms[len(kept)])
+
+    kept, (_, _, _, timing) = guard.settle(kernels, decisions, _spread(10.0), patched, lambda ks: ks)
+    assert [k.task_id for k in kept] == ["k2", "k3"] and timing["median_ms"] == 9.8
+    by_id = {d.task_id: d for d in decisions}
+    assert [by_id[t].decision for t in ("k0", "k1", "k2", "k3")] == ["slower_in_model"] * 2 + ["kept"] * 2
+    assert "saved the least in place (100 us a forward)" in by_id["k1"].reason  # 1.0 - 0.9 ms, once
+
+
+def test_with_only_kernels_that_never_ran_left_the_pass_itself_is_what_is_slower(tmp_path):
+    kernel = _kernel(tmp_path)
+    decisions = [guard.Decision("add_relu", "kept", op_ms=1.0, kernel_ms=0.5)]
+    calls = []
+
+    def patched(kept):
+        calls.append(len(kept))
+        return None, None, {}, _spread(12.0)
+
+    kept, _ = guard.settle([kernel], decisions, _spread(10.0), patched, lambda ks: ks)
+    assert kept == [kernel] and decisions[0].decision == "kept" and calls == [1]

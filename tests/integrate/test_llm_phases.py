@@ -50,5 +50,10 @@ def test_an_llm_request_is_timed_whole_and_its_prefill_alone_and_every_steps_tok
     metrics = e2e.summary_metrics(found)
     for key in ("prefill_eager_ms", "prefill_patched_ms", "e2e_prefill_speedup_vs_eager", "decode_step_eager_ms"):
         assert metrics[key] > 0, (key, metrics)
-    assert "a decode step, eager (by difference)" in e2e.describe({**found, "model": "tiny", "run_id": "r"})
+    told = e2e.describe({**found, "model": "tiny", "run_id": "r", "request": request})
+    assert "a decode step, eager (by difference)" in told and "host-bound" not in told  # a CPU's host is its device
+    # The same figures from a GPU whose host took as long to issue the forward as it ran: said.
+    eager = {**found["timings"]["eager"], "host_ms": found["timings"]["eager"]["median_ms"]}
+    on_gpu = {**found, "timings": {**found["timings"], "eager": eager}, "request": {**request, "device": "cuda"}}
+    assert "eager is host-bound here" in e2e.describe({**on_gpu, "model": "tiny", "run_id": "r"})
     assert (tmp_path / "model_run.partial.json").is_file()  # what it had measured, as it went

@@ -17,9 +17,12 @@ COLUMNS = [
     "share_of_time_replaced",
     "e2e_speedup_vs_eager",
     "e2e_speedup_vs_compile",
+    "e2e_prefill_speedup_vs_eager",
+    "e2e_decode_speedup_vs_eager",
     "predicted_speedup",
     "max_output_error",
     "tokens_match",
+    "overrides",
     "source_run",
     "run",
 ]
@@ -44,6 +47,7 @@ def e2e_runs(tracking_uri: str, experiment: str) -> pd.DataFrame:
                     "provider": tags.get("model.label"),
                     "platform": tags.get("platform"),
                     "device": tags.get("device"),
+                    "overrides": tags.get("overrides") or None,  # a workload changed from the captured one
                     "source_run": (tags.get("source_run") or "")[:8],
                     "parent_run_id": tags.get("source_run"),
                     "run": run.info.run_id[:8],

@@ -78,6 +78,8 @@ PER_TASK_COLUMNS = ["run", "agent", "model", *TASK_COLUMNS]
 # judged by one (runs recorded before it), the PyTorch ops a kernel kept where a rule allowed them.
 OPTIONAL_COLUMNS = ["speedup_vs_compile", "compile_ms", "geomean_vs_compile", "torch_ops", "torch_ops_used"]
 OPTIONAL_COLUMNS += ["speedup_vs_liger", "speedup_vs_flashinfer", "speedup_vs_best", "best_baseline", "geomean_vs_best"]
+# e2e records: an LLM's prefill and decode apart, and a workload changed from the captured one.
+OPTIONAL_COLUMNS += ["e2e_prefill_speedup_vs_eager", "e2e_decode_speedup_vs_eager", "overrides"]
 
 TAGS = ("task", "task_hash", "agent", "platform", "suite", "stop_reason", "device", "torch_ops", "torch_ops_used")
 TAGS += ("best_baseline",)

@@ -172,6 +172,9 @@ def test_the_e2e_run_is_recorded_with_its_decisions(world):
     board = forgebench("leaderboard", "--e2e", "--format", "json", env=world["env"])
     rows = json.loads(board.stdout)[0]["rows"]
     assert rows[0]["model"] == MODEL and rows[0]["kernels_kept"] == 2 and rows[0]["e2e_speedup_vs_eager"] > 0
+    table = forgebench("leaderboard", "--e2e", env=world["env"]).stdout
+    assert "e2e_speedup_vs_eager" in table  # an LLM's columns, and a changed workload's, only where there are any
+    assert "prefill" not in table and "overrides" not in table
 
 
 def test_an_exported_bundle_applies_and_an_unseen_shape_falls_back(world, tmp_path):

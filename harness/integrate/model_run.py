@@ -123,20 +123,17 @@ class _Phases:
             os.replace(written, self.partial)
 
 
-def prefill_apart(work, kept: list[Kernel], timed, phase, found: dict) -> dict:
-    """An LLM's prefill timed on its own, eager and patched, beside the whole request (prefill
-    then the decode steps): what each decode step costs is the difference over the steps."""
+def prefill_apart(work, kept: list[Kernel], timed, phase, found: dict) -> None:
+    """An LLM's prefill timed on its own, eager and patched, into found beside the whole request
+    (prefill then the decode steps): what each decode step costs is the difference over the steps."""
     prefill = PrefillThenDecode(work.model.lm, 0)
     phase("timing the prefill alone", found)
-    eager = timed(lambda: prefill(*work.inputs))
+    found["timings"]["eager_prefill"] = timed(lambda: prefill(*work.inputs))
     torch._dynamo.reset()
     patched_prefill = Patch(kept).compile(prefill)
     patched_prefill(*work.inputs)
-    patched = timed(lambda: patched_prefill(*work.inputs))
-    return {
-        "decode_steps": work.model.decode_steps,
-        "timings": {**found["timings"], "eager_prefill": eager, "patched_prefill": patched},
-    }
+    found["timings"]["patched_prefill"] = timed(lambda: patched_prefill(*work.inputs))
+    found["decode_steps"] = work.model.decode_steps
 
 
 def run(request: dict) -> dict:
@@ -240,7 +237,7 @@ def run(request: dict) -> dict:
         except Exception as exc:  # Inductor and the kernels do not compose on this model: said
             found["patched_compile_error"] = f"{type(exc).__name__}: {exc}"[:400]
     if isinstance(work.model, PrefillThenDecode) and work.model.decode_steps > 0:
-        found.update(prefill_apart(work, kept, timed, phase, found))
+        prefill_apart(work, kept, timed, phase, found)
     found.update(agreement(eager_out, patched_out))
     found["patched_vs_eager"] = guard.versus(found["timings"]["patched_eager"], found["timings"]["eager"])
     found["fallbacks"], found["fallback_errors"] = dict(patch.fallbacks), dict(patch.errors)

@@ -55,12 +55,11 @@ def _starts_with_residual_add(calls: list[Call], sample: Sample) -> bool:
     """An add of two inputs of one shape, then an RMSNorm of the sum."""
     first = calls[0]
     operands = [t for t in first[1][:2] if isinstance(t, torch.Tensor)]
-    inputs = [t for t in sample.inputs if isinstance(t, torch.Tensor)]
     return (
         first[0] == "add"
         and len(operands) == 2
         and operands[0].shape == operands[1].shape
-        and all(any(t is x for x in inputs) for t in operands)
+        and all(any(t is x for _, x in tensor_inputs(sample)) for t in operands)
         and len(calls) > 1
         and is_rms_norm(calls[1:])
     )
@@ -118,6 +117,32 @@ def source(t: torch.Tensor, sample: Sample) -> Getter:
     if any(t is p or (t.data_ptr() == p.data_ptr() and t.shape == p.shape) for p in held):
         return lambda inputs: t
     raise NotApplicable("an operand of its op is computed inside the reference, not an input or a parameter")
+
+
+def reads_input(t: torch.Tensor, sample: Sample) -> bool:
+    """Whether t is one of the task's inputs or a view of one (not a parameter, not a result)."""
+    storage = t.untyped_storage().data_ptr()
+    return any(storage == x.untyped_storage().data_ptr() for _, x in tensor_inputs(sample))
+
+
+def gated(calls: list[Call], sample: Sample) -> tuple[str, torch.Tensor, torch.Tensor]:
+    """Of a gated activation (`act(gate) * up`): the activation (silu, gelu_tanh or gelu), gate and
+    up, up being the product's operand that is an input or a parameter (not the activation's result)."""
+    activation, product = calls
+    ups = []
+    for operand in (t for t in product[1] if isinstance(t, torch.Tensor)):
+        try:
+            source(operand, sample)
+            ups.append(operand)
+        except NotApplicable:
+            pass  # the activation's own output
+    if len(ups) != 1:
+        raise NotApplicable("its gate and up operands could not be told apart")
+    if activation[0] == "silu":
+        name = "silu"
+    else:
+        name = "gelu_tanh" if arg(activation, 1, "approximate", "none") == "tanh" else "gelu"
+    return name, activation[1][0], ups[0]
 
 
 def optional(t: Any, sample: Sample) -> Getter:

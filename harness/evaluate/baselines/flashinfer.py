@@ -30,8 +30,10 @@ from harness.evaluate.baselines import Baseline, NotApplicable, Sample
 from harness.evaluate.baselines._calls import (
     Getter,
     arg,
+    gated,
     library_variants,
     optional,
+    reads_input,
     rms_norm_operands,
     source,
 )
@@ -83,8 +85,7 @@ def _as_dtype(w: Getter, sample: Sample, like: torch.Tensor, dtype: torch.dtype,
     if probe is None:
         filled = torch.full((like.shape[-1],), absent, dtype=dtype, device=like.device)
         return lambda inputs: filled
-    inputs = [x for x in sample.inputs if isinstance(x, torch.Tensor)]
-    if not any(probe.untyped_storage().data_ptr() == x.untyped_storage().data_ptr() for x in inputs):
+    if not reads_input(probe, sample):
         held = probe.detach().to(dtype)
         return lambda inputs: held
     return lambda inputs: w(inputs).to(dtype)  # no copy where it has the dtype already
@@ -191,19 +192,10 @@ def _halves(gate: torch.Tensor, up: torch.Tensor) -> tuple[tuple, tuple] | None:
 def _gated(calls, sample: Sample) -> list[Callable[..., Any]]:
     import flashinfer
 
-    activation, product = calls
-    gate = activation[1][0]
-    inputs = [x for x in sample.inputs if isinstance(x, torch.Tensor)]
-    shares = lambda t: any(t.untyped_storage().data_ptr() == x.untyped_storage().data_ptr() for x in inputs)
-    # The up operand: the product's other tensor, an input or a view of one (not the activation's result).
-    operands = [t for t in product[1] if isinstance(t, torch.Tensor) and shares(t)]
-    if activation[0] == "silu":
-        kernel, what = flashinfer.silu_and_mul, "silu_and_mul"
-    elif arg(activation, 1, "approximate", "none") == "tanh":
-        kernel, what = flashinfer.gelu_tanh_and_mul, "gelu_tanh_and_mul"
-    else:
-        kernel, what = flashinfer.gelu_and_mul, "gelu_and_mul"
-    merged = _halves(gate, operands[0]) if len(operands) == 1 else None
+    activation, gate, up = gated(calls, sample)
+    what = f"{activation}_and_mul"
+    kernel = getattr(flashinfer, what)
+    merged = _halves(gate, up)
     if merged is None:
         raise NotApplicable(
             f"FlashInfer's {what} reads gate and up as the two halves of one tensor (as a merged gate_up "

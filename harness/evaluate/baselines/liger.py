@@ -16,6 +16,7 @@ import torch
 from harness.evaluate.baselines import Baseline, NotApplicable, Sample
 from harness.evaluate.baselines._calls import (
     arg,
+    gated,
     library_variants,
     optional,
     rms_norm_operands,
@@ -87,22 +88,13 @@ def _softmax(call, sample: Sample) -> list[Callable[..., Any]]:
 
 
 def _gated(calls, sample: Sample) -> list[Callable[..., Any]]:
-    activation, product = calls
-    a = source(activation[1][0], sample)
-    ups = []
-    for operand in (t for t in product[1] if isinstance(t, torch.Tensor)):
-        try:
-            ups.append(source(operand, sample))
-        except NotApplicable:
-            pass  # the activation's own output
-    if len(ups) != 1:
-        raise NotApplicable("its gate and up operands could not be told apart")
-    b = ups[0]
-    if activation[0] == "silu":
+    activation, gate, up = gated(calls, sample)
+    a, b = source(gate, sample), source(up, sample)
+    if activation == "silu":
         from liger_kernel.ops.swiglu import LigerSiLUMulFunction
 
         return [lambda *inputs: LigerSiLUMulFunction.apply(a(inputs), b(inputs))]
-    if arg(activation, 1, "approximate", "none") != "tanh":
+    if activation != "gelu_tanh":
         raise NotApplicable("Liger's GEGLU computes the tanh approximation of GELU only")
     from liger_kernel.ops.geglu import LigerGELUMulFunction
 

@@ -71,15 +71,27 @@ def causal_lm(
     decode_steps: int,
     device: torch.device,
     dtype: torch.dtype,
+    layers: int | None = None,
 ):
-    """A transformers causal LM from `config_class(**tasks/<architecture>)`, built on the device."""
+    """A transformers causal LM from `config_class(**tasks/<architecture>)`, built on the device.
+    `layers` keeps the first that many decoder layers: each layer's calls keep their shapes, so the
+    captured tasks still match, while a trace of the model (forgebench e2e) takes a fraction of the
+    time. A whole number of the layer pattern's periods keeps its mix of layer kinds."""
     transformers = _require("transformers", name)
     if not hasattr(transformers, config_class):
         raise ForgeBenchError(
             f"capture --model {name} needs transformers with {config_class} "
             f"(this one is {transformers.__version__}); upgrade it."
         )
-    config = getattr(transformers, config_class)(**_architecture(architecture))
+    arch = _architecture(architecture)
+    if layers is not None:
+        if isinstance(layers, bool) or not isinstance(layers, int) or not 0 < layers <= arch["num_hidden_layers"]:
+            raise ForgeBenchError(
+                f"capture.workload.layers={layers!r}: give a whole number from 1 to {arch['num_hidden_layers']} "
+                f"({name}'s layers), or null for all of them."
+            )
+        arch["num_hidden_layers"] = layers
+    config = getattr(transformers, config_class)(**arch)
     with device:
         lm = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
         prompts = torch.randint(0, config.vocab_size, (batch_size, prefill_tokens))

@@ -196,7 +196,7 @@ def apply(model, bundle: str | Path, example_inputs: tuple | list | dict | None 
     import torch
 
     from harness.integrate import guard
-    from harness.integrate.graph_patch import Patch
+    from harness.integrate.graph_patch import Patch, Traced
 
     bundle = Path(bundle)
     manifest = verify(bundle)
@@ -216,19 +216,19 @@ def apply(model, bundle: str | Path, example_inputs: tuple | list | dict | None 
             "apply(..., reverify=True) needs example_inputs: the kernels are checked on the model's own."
         )
     kernels = _load(bundle, manifest, device)
-    decisions = []
+    traced, decisions = Traced(model), []  # one trace for the checks and the installed model
     if reverify:
 
         def run(compiled):
             return compiled(**example_inputs) if isinstance(example_inputs, dict) else compiled(*example_inputs)
 
-        recorded, left_open = guard.record(model, run, kernels)
+        recorded, left_open = guard.record(traced, run, kernels)
         tolerance = {e["task_id"]: e.get("tolerance") or {} for e in manifest["kernels"]}
         decisions = [
             guard.decide(k, recorded[k.task_id], tolerance[k.task_id], device, 300.0, left_open.get(k.task_id))
             for k in kernels
         ]
         kept = [k for k, d in zip(kernels, decisions) if d.kept]
-        kernels = guard.confirm(model, run, kept, decisions, tolerance)
+        kernels = guard.confirm(traced, run, kept, decisions, tolerance)
     patch = Patch(kernels)
-    return Installed(patch.compile(model), patch, decisions)
+    return Installed(traced.using(patch), patch, decisions)

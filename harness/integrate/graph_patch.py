@@ -19,6 +19,7 @@ With `record`, the pass leaves the calls as they are and copies the inputs and o
 
 from __future__ import annotations
 
+import copy
 import operator
 from collections import Counter
 from dataclasses import dataclass
@@ -160,17 +161,15 @@ class Patch:
         self.left_open: dict[str, str] = {}  # task id -> why its calls, found, could not be replaced
         self._library = torch.library.Library(_NAMESPACE, "FRAGMENT")
         self._matched: dict[Any, tuple] = {}  # each kernel op -> its inputs as matched (eager_input_vals)
+        self._passed: dict[int, torch.fx.GraphModule] = {}  # a Traced's graphs, this pass over each
 
     def compile(self, model: torch.nn.Module, inductor: bool = False):
         """The model under the pass: its graphs run as FX code, or with `inductor` are compiled by
         Inductor around the kernels (each an opaque custom op to it). Inductor's decompositions of
-        the kernels' ops are left out, so the pass sees them as the capture recorded them."""
+        the kernels' ops are left out, so the pass sees them as the capture recorded them. To run
+        several passes over one model, trace it once (Traced) and give each its `using`."""
         if not inductor:
-            from torch._dynamo.backends.common import aot_autograd
-
-            # Forward graphs only: a backward graph's adds and muls are the gradient's, not the task's.
-            backend = aot_autograd(fw_compiler=self._pass, bw_compiler=lambda gm, _: gm)
-            return torch.compile(model, backend=backend, dynamic=False)
+            return Traced(model).using(self)
         from torch._inductor.compile_fx import compile_fx, compile_fx_inner
         from torch._inductor.decomposition import select_decomp_table
 
@@ -197,6 +196,12 @@ class Patch:
                 return compile_fx(gm, example_inputs, inner_compile=inner, decompositions=table)
 
         return torch.compile(model, backend=backend, dynamic=False)
+
+    def over(self, index: int, traced: torch.fx.GraphModule) -> torch.fx.GraphModule:
+        """This pass over a copy of a traced graph (`index` among its trace's), made at its first run."""
+        if index not in self._passed:
+            self._passed[index] = self._pass(_copy(traced), None)
+        return self._passed[index]
 
     def _pass(self, gm: torch.fx.GraphModule, example_inputs, decomposed: bool = False) -> torch.fx.GraphModule:
         """`decomposed`: the graph went through Inductor's decompositions, whose calls (silu's mul)
@@ -307,6 +312,45 @@ class Patch:
             return declared(result, inputs)
 
         return forgebench_kernel
+
+
+class Traced:
+    """A model traced once by Dynamo into forward ATen graphs, each pass (Patch) run over copies of
+    them: recording the activations, checking the kept set, timing each kept set and the bare graph
+    pass all share one trace. Tracing is the dear part: an LLM's prefill and eight decode steps
+    unroll into one graph of some 70,000 calls, minutes a trace (docs/integrate.md)."""
+
+    def __init__(self, model: torch.nn.Module):
+        from torch._dynamo.backends.common import aot_autograd
+
+        self.graphs: list[torch.fx.GraphModule] = []
+        self.patch: Patch | None = None
+        # Forward graphs only: a backward graph's adds and muls are the gradient's, not the task's.
+        backend = aot_autograd(fw_compiler=self._traced, bw_compiler=lambda gm, _: gm)
+        self._compiled = torch.compile(model, backend=backend, dynamic=False)
+
+    def using(self, patch: Patch):
+        """The model, run with `patch` over its graphs."""
+
+        def run(*args, **kwargs):
+            self.patch = patch
+            return self._compiled(*args, **kwargs)
+
+        return run
+
+    def _traced(self, gm: torch.fx.GraphModule, example_inputs):
+        index = len(self.graphs)
+        self.graphs.append(gm)
+
+        def run(*args):  # whichever pass is in use when the graph runs
+            return self.patch.over(index, self.graphs[index])(*args)
+
+        return run
+
+
+def _copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A graph module of its own over the same attributes: a pass rewrites it, the trace stays."""
+    return torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))  # nodes copied, their meta shared
 
 
 def _decompose(gm: torch.fx.GraphModule, example_inputs, table: dict, matched: dict) -> torch.fx.GraphModule:

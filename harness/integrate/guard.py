@@ -19,7 +19,7 @@ import torch
 from harness.evaluate import timing
 from harness.evaluate.checks import compare, mutated_inputs
 from harness.evaluate.timing import clone_inputs
-from harness.integrate.graph_patch import Kernel, Patch
+from harness.integrate.graph_patch import Kernel, Patch, Traced
 
 
 @dataclass
@@ -39,9 +39,9 @@ class Decision:
         return self.decision == "kept"
 
 
-def record(model: torch.nn.Module, run: Callable[[Any], Any], kernels: list[Kernel]) -> tuple[dict, dict]:
+def record(model: Traced, run: Callable[[Any], Any], kernels: list[Kernel]) -> tuple[dict, dict]:
     """The model's own activations for each kernel: the inputs and the task's own output of every
-    subgraph matching its task (up to eight), from one forward traced by the graph pass in
+    subgraph matching its task (up to eight), from one forward run by the graph pass in
     recording mode. A kernel whose calls lie inside a longer chain another kernel took is
     recorded again in a pass of its own, so each is judged on its own calls."""
     recorded, left_open = _recording(model, run, kernels)
@@ -53,12 +53,11 @@ def record(model: torch.nn.Module, run: Callable[[Any], Any], kernels: list[Kern
     return recorded, left_open
 
 
-def _recording(model, run, kernels: list[Kernel]) -> tuple[dict, dict]:
+def _recording(model: Traced, run, kernels: list[Kernel]) -> tuple[dict, dict]:
     """({task id: recorded calls}, {task id: why its calls were found and could not be replaced})."""
     patch = Patch(kernels, record=True)
     with torch.no_grad():
-        run(patch.compile(model))
-    torch._dynamo.reset()  # the next compile of this model is another pass's
+        run(model.using(patch))
     return patch.recorded, patch.left_open
 
 
@@ -81,7 +80,9 @@ def check(kernel: Kernel, calls: list[tuple[list, torch.Tensor]], tolerance: dic
     return None
 
 
-def confirm(model, run, kept: list[Kernel], decisions: list[Decision], tolerance: dict[str, dict]) -> list[Kernel]:
+def confirm(
+    model: Traced, run, kept: list[Kernel], decisions: list[Decision], tolerance: dict[str, dict]
+) -> list[Kernel]:
     """The kept kernels checked again on the calls they get with only each other in place (a kernel
     judged where a longer chain took some of its calls gets those calls once the chain is out), until
     no decision changes; the kernels still kept."""

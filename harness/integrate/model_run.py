@@ -31,7 +31,7 @@ from harness.evaluate import timing
 from harness.evaluate.models import build_model, copy_parameters, load_candidate, make_inputs
 from harness.evaluate.verdict import Verdict
 from harness.integrate import guard
-from harness.integrate.graph_patch import Kernel, Patch
+from harness.integrate.graph_patch import Kernel, Patch, Traced
 from harness.integrate.signature import NotIntegrable, task_call
 from harness.reference import load_reference_module
 
@@ -130,6 +130,7 @@ def prefill_apart(work, kept: list[Kernel], timed, phase, found: dict) -> None:
     phase("timing the prefill alone", found)
     found["timings"]["eager_prefill"] = timed(lambda: prefill(*work.inputs))
     torch._dynamo.reset()
+    phase("tracing the prefill alone", found)
     patched_prefill = Patch(kept).compile(prefill)
     patched_prefill(*work.inputs)
     found["timings"]["patched_prefill"] = timed(lambda: patched_prefill(*work.inputs))
@@ -158,8 +159,11 @@ def run(request: dict) -> dict:
     def traced(compiled):
         return calling(compiled)()
 
-    phase(f"recording the model's activations for {len(kernels)} kernels")
-    recorded, left_open = guard.record(work.model, traced, kernels)
+    # One trace of the model serves every pass below that runs as FX code.
+    model = Traced(work.model)
+    phase(f"tracing the model; recording its activations for {len(kernels)} kernels")
+    recorded, left_open = guard.record(model, traced, kernels)
+    phase(f"traced into {len(model.graphs)} graphs; checking and timing each kernel in place")
     by_id = {t["id"]: t for t in request["tasks"]}
     kept = []
     for kernel in kernels:
@@ -172,7 +176,7 @@ def run(request: dict) -> dict:
             kept.append(kernel)
     tolerances = {t["id"]: t.get("tolerance") or {} for t in request["tasks"]}
     phase(f"checking the {len(kept)} kept kernels together")
-    kept = guard.confirm(work.model, traced, kept, decisions, tolerances)
+    kept = guard.confirm(model, traced, kept, decisions, tolerances)
 
     # No GPU lead: a model's host time (the interposer's included) is part of its time, as it serves.
     settings = {"budget_ms": request["budget_ms"], "warmup_ms": request["budget_ms"] / 5, "gpu_lead": False}
@@ -190,10 +194,9 @@ def run(request: dict) -> dict:
     phase("timed eager; tracing and timing the patched model", found)
 
     def patched(kernels: list[Kernel]):
-        torch._dynamo.reset()
         patch = Patch(kernels)
-        run_patched = calling(patch.compile(work.model))
-        out = run_patched()  # traced and patched here
+        run_patched = calling(model.using(patch))
+        out = run_patched()  # patched here
         hits = dict(patch.hits)  # one forward's: the timing adds to the counts
         return patch, out, hits, timed(run_patched)
 
@@ -202,16 +205,15 @@ def run(request: dict) -> dict:
         decisions,
         found["timings"]["eager"],
         patched,
-        lambda kernels: guard.confirm(work.model, traced, kernels, decisions, tolerances),
+        lambda kernels: guard.confirm(model, traced, kernels, decisions, tolerances),
     )
     found["hits_per_forward"] = hits
     found["unmatched_calls"] = patch.unmatched
     found["timings"]["patched_eager"] = patched_t
     phase("timed the patched model; timing the graph pass alone", found)
-    # The same graph pass with no kernel: what tracing and running the graph as FX code cost.
-    torch._dynamo.reset()
+    # The same graph pass with no kernel: what running the graph as FX code costs.
     bare = Patch([])
-    run_bare = calling(bare.compile(work.model))
+    run_bare = calling(model.using(bare))
     run_bare()
     found["graph_calls_per_forward"] = bare.graph_calls
     found["timings"]["graph_only"] = timed(run_bare)

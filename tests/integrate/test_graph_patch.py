@@ -7,7 +7,7 @@ import textwrap
 import torch
 
 from harness.integrate import guard
-from harness.integrate.graph_patch import Kernel, Patch
+from harness.integrate.graph_patch import Kernel, Patch, Traced
 from harness.integrate.signature import task_call
 
 CHAIN = """
@@ -108,7 +108,7 @@ def test_a_chain_is_replaced_where_the_model_makes_it(tmp_path):
 
 def test_a_chain_whose_intermediate_the_model_reads_is_left_and_the_reason_said(tmp_path):
     kernel, a, b = _kernel(tmp_path), torch.randn(8, 16), torch.randn(8, 16)
-    recorded, left_open = guard.record(AddReluReused(), lambda compiled: compiled(a, b), [kernel])
+    recorded, left_open = guard.record(Traced(AddReluReused()), lambda compiled: compiled(a, b), [kernel])
     assert recorded == {"add_relu": []}
     assert "also reads the result of aten.add.Tensor" in left_open["add_relu"]
     decision = guard.decide(kernel, recorded["add_relu"], {}, torch.device("cpu"), 50.0, left_open.get("add_relu"))

@@ -290,6 +290,7 @@ def _e2e(args: argparse.Namespace) -> int:
         args.budget_ms,
         timeout_s=args.timeout_s,
         overrides=args.override,
+        compile=args.compile,
     )
     print(describe(found))
     return 0
@@ -406,6 +407,9 @@ def parser() -> argparse.ArgumentParser:
     e2e.add_argument("--timeout-s", type=float, default=1800.0, help="stop the model run after this long (s)")
     e2e.add_argument(
         "--override", action="append", default=[], metavar="KEY=VALUE", help="e.g. capture.workload.steps=1"
+    )
+    e2e.add_argument(
+        "--no-compile", dest="compile", action="store_false", help="time no torch.compile variant (an LLM's takes long)"
     )
     e2e.set_defaults(handler=_e2e)
     exp = sub.add_parser("export", help="the kernels an e2e run kept, as a bundle with a manifest and checksums")

@@ -79,6 +79,7 @@ def run_e2e(
     kernel_budget_ms: float = 200.0,
     timeout_s: float = 1800.0,
     overrides: list[str] | None = None,
+    compile: bool = True,
 ) -> dict:
     client, suite = find_run(run, tracking_uri, experiment)
     tags = suite.data.tags
@@ -132,6 +133,9 @@ def run_e2e(
         # conf/capture/ entries changed for this run (fewer sampling steps, say): the model then runs
         # another workload than the capture timed, and the Amdahl prediction is the captured one's.
         "overrides": list(overrides or []),
+        # torch.compile of a whole LLM request (prefill and decode steps unrolled) takes Inductor
+        # many minutes: the user may leave both compiled variants out, and the table says so.
+        "compile": compile,
     }
     (out / "request.json").write_text(json.dumps(request, indent=1))
     found = _model_run(out, timeout_s)
@@ -306,6 +310,8 @@ def describe(found: dict) -> str:
             f"eager is host-bound here: its host takes {m['eager_host_ms']:.4g} ms to issue a forward that takes "
             f"{m['eager_ms']:.4g} ms, so a kernel's GPU saving shows only where it also costs the host less"
         )
+    if not found["request"].get("compile", True):
+        lines.append("torch.compile and torch.compile + kept kernels: not timed (--no-compile)")
     if "patched_compile_error" in found:
         lines.append(f"torch.compile + kept kernels: did not compose here ({found['patched_compile_error'][:200]})")
     decisions = []

@@ -137,6 +137,32 @@ def prefill_apart(work, kept: list[Kernel], timed, phase, found: dict) -> None:
     found["decode_steps"] = work.model.decode_steps
 
 
+def compiled(work, kept: list[Kernel], calling, timed, eager_out, phase, found: dict) -> None:
+    """torch.compile of the model, and of the model with the kept kernels in place (each an opaque
+    op to Inductor), timed into found; where Inductor fails, why."""
+    torch._dynamo.reset()
+    phase("compiling the model with torch.compile", found)
+    try:
+        run_compiled = calling(torch.compile(work.model))
+        run_compiled()
+        found["timings"]["compile"] = timed(run_compiled)
+        phase("timed torch.compile", found)
+    except Exception as exc:  # a model Inductor cannot compile here: said, and the rest stands
+        found["compile_error"] = f"{type(exc).__name__}: {exc}"[:400]
+    if kept and "compile" in found["timings"]:
+        # The kernels in place and Inductor around them: each kernel an opaque op to it.
+        torch._dynamo.reset()
+        try:
+            compiled_patch = Patch(kept)
+            run_both = calling(compiled_patch.compile(work.model, inductor=True))
+            both_out = run_both()
+            found["patched_compile_hits_per_forward"] = dict(compiled_patch.hits)
+            found["timings"]["patched_compile"] = timed(run_both)
+            found["patched_compile_agreement"] = agreement(eager_out, both_out)
+        except Exception as exc:  # Inductor and the kernels do not compose on this model: said
+            found["patched_compile_error"] = f"{type(exc).__name__}: {exc}"[:400]
+
+
 def run(request: dict) -> dict:
     phase = _Phases(request["result_path"])
     device = torch.device(request["device"])
@@ -217,29 +243,10 @@ def run(request: dict) -> dict:
     run_bare()
     found["graph_calls_per_forward"] = bare.graph_calls
     found["timings"]["graph_only"] = timed(run_bare)
-    torch._dynamo.reset()
-    phase("compiling the model with torch.compile", found)
-    try:
-        run_compiled = calling(torch.compile(work.model))
-        run_compiled()
-        found["timings"]["compile"] = timed(run_compiled)
-        phase("timed torch.compile", found)
-    except Exception as exc:  # a model Inductor cannot compile here: said, and the rest stands
-        found["compile_error"] = f"{type(exc).__name__}: {exc}"[:400]
-    if kept and "compile" in found["timings"]:
-        # The kernels in place and Inductor around them: each kernel an opaque op to it.
-        torch._dynamo.reset()
-        try:
-            compiled_patch = Patch(kept)
-            run_both = calling(compiled_patch.compile(work.model, inductor=True))
-            both_out = run_both()
-            found["patched_compile_hits_per_forward"] = dict(compiled_patch.hits)
-            found["timings"]["patched_compile"] = timed(run_both)
-            found["patched_compile_agreement"] = agreement(eager_out, both_out)
-        except Exception as exc:  # Inductor and the kernels do not compose on this model: said
-            found["patched_compile_error"] = f"{type(exc).__name__}: {exc}"[:400]
     if isinstance(work.model, PrefillThenDecode) and work.model.decode_steps > 0:
         prefill_apart(work, kept, timed, phase, found)
+    if request.get("compile", True):
+        compiled(work, kept, calling, timed, eager_out, phase, found)
     found.update(agreement(eager_out, patched_out))
     found["patched_vs_eager"] = guard.versus(found["timings"]["patched_eager"], found["timings"]["eager"])
     found["fallbacks"], found["fallback_errors"] = dict(patch.fallbacks), dict(patch.errors)

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Issue 14's H200 tables: for each MODEL[:OVERRIDE[,OVERRIDE...]] given, a suite run of the offline
+# model (oneshot, triton, eager baseline) on conf/suite/<model>-e2e.yaml, then `forgebench e2e` on
+# that run, then `forgebench leaderboard --e2e`. Logs and each e2e.json (or the model run's partial
+# file, if its timeout stopped it) go to $OUT. Needs the wheels of benchmarks/gpu_wheels.sh in .whl/.
+#   bash benchmarks/e2e_h200.sh SUITE_TIMEOUT_S E2E_TIMEOUT_S qwen35:capture.workload.layers=8,--no-compile sd35:capture.workload.steps=1
+set -u
+suite_timeout=$1 e2e_timeout=$2
+shift 2
+out=${OUT:-/tmp/e2e_out}
+mkdir -p "$out"
+if [ ! -d /tmp/site ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+fi
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 MLFLOW_TRACKING_URI=sqlite:////tmp/fb/mlflow.db
+mkdir -p /tmp/fb
+for item in "$@"; do
+    model=${item%%:*}
+    overrides=()
+    if [ "$item" != "$model" ]; then
+        IFS=, read -ra pairs <<< "${item#*:}"
+        for pair in "${pairs[@]}"; do  # KEY=VALUE overrides; a flag such as --no-compile as it is
+            if [[ $pair == --* ]]; then overrides+=("$pair"); else overrides+=(--override "$pair"); fi
+        done
+    fi
+    run_dir=/tmp/fb/$model-$(date +%s)
+    echo "== $model: suite into $run_dir ($(date +%T))" | tee -a "$out/summary.txt"
+    timeout "$suite_timeout" python3 -m pytest suite/ -q -p no:cacheprovider --tasks="$model-e2e" --agent=oneshot \
+        --platform=triton --override 'platform.baselines=[eager]' --override "run_dir=$run_dir" \
+        > "$out/${model}_suite.log" 2>&1
+    tail -3 "$out/${model}_suite.log" | tee -a "$out/summary.txt"
+    echo "== $model: e2e ${overrides[*]} ($(date +%T))" | tee -a "$out/summary.txt"
+    python3 -m harness.cli e2e --model "$model" --run "$run_dir" --device cuda --budget-ms 300 \
+        --timeout-s "$e2e_timeout" --out "/tmp/fb/e2e-$model" "${overrides[@]}" \
+        2>&1 | tee "$out/${model}_e2e.log"
+    cp /tmp/fb/e2e-$model/e2e.json "$out/${model}_e2e.json" 2>/dev/null \
+        || cp /tmp/fb/e2e-$model/model_run.partial.json "$out/${model}_e2e_partial.json" 2>/dev/null
+    echo "== done $model ($(date +%T))" | tee -a "$out/summary.txt"
+done
+python3 -m harness.cli leaderboard --e2e 2>&1 | tee -a "$out/summary.txt"

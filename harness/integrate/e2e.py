@@ -54,6 +54,19 @@ def find_run(run: str, tracking_uri: str, experiment: str):
     return client, found
 
 
+def suite_tasks(client, suite) -> str | list[str]:
+    """The task patterns the suite run selected, from the config it recorded (its `suite` tag is a
+    task set's name, such as gpu-offline, when one was chosen, not a pattern)."""
+    try:
+        config = json.loads(Path(client.download_artifacts(suite.info.run_id, "config.json")).read_text())
+    except Exception as exc:
+        raise ForgeBenchError(
+            f"suite run {suite.info.run_id} has no readable config.json artifact ({type(exc).__name__}); "
+            "its tasks cannot be known: run the suite again with this ForgeBench."
+        ) from exc
+    return config["tasks"] if config.get("tasks") is not None else list(config["suite"]["tasks"])
+
+
 def best_kernels(run_dir: Path, tasks: list[Task]) -> dict[str, tuple[str, float]]:
     """Each task's best correct kernel in the run: {task id: (source, isolated speedup over eager)}."""
     from harness.agents.tree import SearchTree
@@ -85,7 +98,7 @@ def run_e2e(
     tags = suite.data.tags
     run_dir = Path(tags.get("run_dir", ""))
     name = model_name(spec)
-    tasks = [t for t in select(tags["suite"].split(","), keep_broken=True) if isinstance(t, Task)]
+    tasks = [t for t in select(suite_tasks(client, suite), keep_broken=True) if isinstance(t, Task)]
     tasks = [t for t in tasks if t.source == name]
     if not tasks:
         raise ForgeBenchError(

@@ -177,6 +177,23 @@ def test_the_e2e_run_is_recorded_with_its_decisions(world):
     assert "prefill" not in table and "overrides" not in table
 
 
+def test_a_suite_run_of_a_named_task_set_gives_its_tasks(world):
+    # A run of `--tasks=sd35-e2e` is tagged with the set's name, which is no task pattern: e2e reads
+    # the patterns from the config the suite recorded.
+    from harness.integrate.e2e import suite_tasks
+
+    client = mlflow_client(world["env"]["MLFLOW_TRACKING_URI"])
+    suite = client.get_run(client.get_run(world["found"]["run_id"]).data.tags["source_run"])
+    assert [Path(p).name for p in suite_tasks(client, suite)] == list(world["ids"].values())
+    named = client.create_run(suite.info.experiment_id, tags={"forgebench.kind": "suite", "suite": "sd35-e2e"})
+    config = {"tasks": None, "suite": {"name": "sd35-e2e", "tasks": ["sd35_mul_*"]}}
+    client.log_dict(named.info.run_id, config, "config.json")
+    assert suite_tasks(client, named) == ["sd35_mul_*"]
+    bare = client.create_run(suite.info.experiment_id, tags={"forgebench.kind": "suite", "suite": "x"})
+    with pytest.raises(ForgeBenchError, match="no readable config.json"):
+        suite_tasks(client, bare)
+
+
 def test_an_exported_bundle_applies_and_an_unseen_shape_falls_back(world, tmp_path):
     bundle = world["root"] / "bundle"
     made = forgebench("export", "--run", str(world["run_dir"]), "--model", SPEC, str(bundle), env=world["env"])

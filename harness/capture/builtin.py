@@ -77,12 +77,6 @@ def causal_lm(
     `layers` keeps the first that many decoder layers: each layer's calls keep their shapes, so the
     captured tasks still match, while a trace of the model (forgebench e2e) takes a fraction of the
     time. A whole number of the layer pattern's periods keeps its mix of layer kinds."""
-    transformers = _require("transformers", name)
-    if not hasattr(transformers, config_class):
-        raise ForgeBenchError(
-            f"capture --model {name} needs transformers with {config_class} "
-            f"(this one is {transformers.__version__}); upgrade it."
-        )
     arch = _architecture(architecture)
     if layers is not None:
         if isinstance(layers, bool) or not isinstance(layers, int) or not 0 < layers <= arch["num_hidden_layers"]:
@@ -91,6 +85,12 @@ def causal_lm(
                 f"({name}'s layers), or null for all of them."
             )
         arch["num_hidden_layers"] = layers
+    transformers = _require("transformers", name)
+    if not hasattr(transformers, config_class):
+        raise ForgeBenchError(
+            f"capture --model {name} needs transformers with {config_class} "
+            f"(this one is {transformers.__version__}); upgrade it."
+        )
     config = getattr(transformers, config_class)(**arch)
     with device:
         lm = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")

@@ -16,6 +16,7 @@ from harness.capture.emit import fused_operator, fused_reference_source, referen
 from harness.capture.fusion import EPILOGUES, NORM_CHAINS, FusionTracker, StorageNumbers
 from harness.capture.record import CallRecorder
 from harness.cli import main
+from harness.errors import ForgeBenchError
 from harness.evaluate.checks import COPIES, is_allowed
 from harness.tasks import discover, load_reference_module, load_task_dir
 from harness.trace import signature
@@ -467,3 +468,20 @@ def test_storage_numbers_follow_real_tensors():
     assert view_is_the_storage
     assert numbers(torch.randn(64)) != number  # a live storage is never another's
     assert numbers(torch.empty(0)) is None  # holds nothing to pass on
+
+
+@pytest.mark.parametrize("value", ["0", "61", "abc", "2.5", "true"])
+def test_an_llm_kept_to_a_bad_number_of_layers_is_one_sentence(value):
+    from harness.capture.sources import from_builtin
+
+    with pytest.raises(ForgeBenchError, match=r"capture.workload.layers=.*give a whole number from 1 to 60"):
+        from_builtin("gemma4", torch.device("meta"), None, [f"capture.workload.layers={value}"])
+
+
+def test_an_llm_kept_to_its_first_layers_keeps_the_layer_pattern():
+    pytest.importorskip("transformers", reason="the built-in LLMs are transformers models (on the GPU image)")
+    from harness.capture.sources import from_builtin
+
+    work = from_builtin("qwen35", torch.device("meta"), None, ["capture.workload.layers=4"])
+    config = work.model.lm.config
+    assert config.num_hidden_layers == 4 and config.layer_types == ["linear_attention"] * 3 + ["full_attention"]

@@ -106,6 +106,20 @@ def test_a_chain_is_replaced_where_the_model_makes_it(tmp_path):
     assert patch.hits == {"add_relu": 1} and patch.replaced == 1
 
 
+def test_passes_over_one_trace_do_not_trace_again_nor_change_the_trace(tmp_path):
+    # Recording, each kept set and the bare graph pass of an e2e run all run over one Dynamo trace:
+    # an LLM request's trace takes minutes. A pass rewrites its own copy of the graph.
+    kernel, a, b = _kernel(tmp_path), torch.randn(8, 16), torch.randn(8, 16)
+    traced, want = Traced(AddRelu()), AddRelu()(a, b)
+    recording, patched, bare = Patch([kernel], record=True), Patch([kernel]), Patch([])
+    with torch.no_grad():
+        for patch in (recording, patched, bare, patched):
+            assert torch.equal(traced.using(patch)(a, b), want)
+    assert len(traced.graphs) == 1
+    assert len(recording.recorded["add_relu"]) == 1 and patched.hits == {"add_relu": 2} and not bare.hits
+    assert bare.replaced == 0 and bare.graph_calls == patched.graph_calls > 0  # each pass saw the same graph, once
+
+
 def test_a_chain_whose_intermediate_the_model_reads_is_left_and_the_reason_said(tmp_path):
     kernel, a, b = _kernel(tmp_path), torch.randn(8, 16), torch.randn(8, 16)
     recorded, left_open = guard.record(Traced(AddReluReused()), lambda compiled: compiled(a, b), [kernel])

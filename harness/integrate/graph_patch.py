@@ -223,16 +223,16 @@ class Patch:
                 if why:
                     self.left_open.setdefault(kernel.task_id, why)
                     continue
-                self._replace(gm, match, kernel)
-                gm.graph.eliminate_dead_code()  # the chain's other calls, which now feed nothing
+                _erase_unread(gm.graph, self._replace(gm, match, kernel))
+        gm.graph.eliminate_dead_code()
         self.unmatched += sum(captured_form(n)[0] in self.anchors for n in _aten_calls(gm))
         gm.graph.lint()
         gm.recompile()
         return gm
 
-    def _replace(self, gm: torch.fx.GraphModule, match: _Match, kernel: Kernel) -> None:
+    def _replace(self, gm: torch.fx.GraphModule, match: _Match, kernel: Kernel) -> set[torch.fx.Node]:
         """The match's last call becomes a call of the kernel's custom op on the subgraph's inputs;
-        the chain's other calls then feed nothing, and dead-code elimination takes them out."""
+        the chain's calls then feed nothing: they are returned, to be erased."""
         final = match.steps[kernel.call.final]
         value = final.meta.get("val")
         if kernel.call.outputs_per_step[kernel.call.final] > 1:
@@ -250,6 +250,7 @@ class Patch:
         for reader in readers:  # of a multi-output op, the getitems of the one output read
             reader.replace_all_uses_with(new)
         self.replaced += 1
+        return set(match.steps.values()) | match.reads | set(readers)
 
     def _custom_op(self, kernel: Kernel, value: torch.Tensor, layouts: list[tuple]):
         """The kernel as an op of its own (forgebench_e2e::kN(Tensor i0, Tensor i1, ...) -> Tensor): opaque to
@@ -346,6 +347,17 @@ class Traced:
             return self.patch.over(index, self.graphs[index])(*args)
 
         return run
+
+
+def _erase_unread(graph: torch.fx.Graph, nodes: set[torch.fx.Node]) -> None:
+    """A replaced chain's calls, once nothing reads them, erased. A dead-code pass over the whole
+    graph after each replacement made a pass quadratic: 10.5 s for 300 replacements in a graph of
+    2,100 calls on the CPU machine, 9.5 s of it in dead-code elimination."""
+    left = {n for n in nodes if not n.is_impure()}
+    while unread := [n for n in left if not n.users]:
+        for node in unread:
+            graph.erase_node(node)
+            left.discard(node)
 
 
 def _copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:

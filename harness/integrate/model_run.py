@@ -182,13 +182,13 @@ def run(request: dict) -> dict:
         inputs = work.inputs
         return (lambda: model(**inputs)) if isinstance(inputs, dict) else (lambda: model(*inputs))
 
-    def traced(compiled):
+    def forward(compiled):  # one forward of the workload through a compiled model
         return calling(compiled)()
 
     # One trace of the model serves every pass below that runs as FX code.
     model = Traced(work.model)
     phase(f"tracing the model; recording its activations for {len(kernels)} kernels")
-    recorded, left_open = guard.record(model, traced, kernels)
+    recorded, left_open = guard.record(model, forward, kernels)
     phase(f"traced into {len(model.graphs)} graphs; checking and timing each kernel in place")
     by_id = {t["id"]: t for t in request["tasks"]}
     kept = []
@@ -202,7 +202,7 @@ def run(request: dict) -> dict:
             kept.append(kernel)
     tolerances = {t["id"]: t.get("tolerance") or {} for t in request["tasks"]}
     phase(f"checking the {len(kept)} kept kernels together")
-    kept = guard.confirm(model, traced, kept, decisions, tolerances)
+    kept = guard.confirm(model, forward, kept, decisions, tolerances)
 
     # No GPU lead: a model's host time (the interposer's included) is part of its time, as it serves.
     settings = {"budget_ms": request["budget_ms"], "warmup_ms": request["budget_ms"] / 5, "gpu_lead": False}
@@ -231,7 +231,7 @@ def run(request: dict) -> dict:
         decisions,
         found["timings"]["eager"],
         patched,
-        lambda kernels: guard.confirm(model, traced, kernels, decisions, tolerances),
+        lambda kernels: guard.confirm(model, forward, kernels, decisions, tolerances),
     )
     found["hits_per_forward"] = hits
     found["unmatched_calls"] = patch.unmatched

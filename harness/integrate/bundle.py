@@ -222,7 +222,7 @@ def apply(model, bundle: str | Path, example_inputs: tuple | list | dict | None 
         def run(compiled):
             return compiled(**example_inputs) if isinstance(example_inputs, dict) else compiled(*example_inputs)
 
-        recorded, left_open = guard.record(traced, run, kernels)
+        recorded, left_open, _ = guard.record(traced, run, kernels)
         tolerance = {e["task_id"]: e.get("tolerance") or {} for e in manifest["kernels"]}
         decisions = [
             guard.decide(k, recorded[k.task_id], tolerance[k.task_id], device, 300.0, left_open.get(k.task_id))

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from harness.errors import ForgeBenchError
 from harness.evaluate.timing import clone_inputs
 from harness.integrate.signature import Input, Step, TaskCall, describe
 
@@ -161,7 +162,10 @@ class Patch:
         self.left_open: dict[str, str] = {}  # task id -> why its calls, found, could not be replaced
         self._library = torch.library.Library(_NAMESPACE, "FRAGMENT")
         self._matched: dict[Any, tuple] = {}  # each kernel op -> its inputs as matched (eager_input_vals)
-        self._passed: dict[int, torch.fx.GraphModule] = {}  # a Traced's graphs, this pass over each
+        # Each traced graph (by identity), this pass over a copy of it, and how often it ran.
+        self._passed: dict[torch.fx.GraphModule, torch.fx.GraphModule] = {}
+        self._runs: Counter = Counter()
+        self._sites: dict[torch.fx.GraphModule, Counter] = {}  # recording: matches of each task in each graph
 
     def compile(self, model: torch.nn.Module, inductor: bool = False):
         """The model under the pass: its graphs run as FX code, or with `inductor` are compiled by
@@ -197,11 +201,36 @@ class Patch:
 
         return torch.compile(model, backend=backend, dynamic=False)
 
-    def over(self, index: int, traced: torch.fx.GraphModule) -> torch.fx.GraphModule:
-        """This pass over a copy of a traced graph (`index` among its trace's), made at its first run."""
-        if index not in self._passed:
-            self._passed[index] = self._pass(_copy(traced), None)
-        return self._passed[index]
+    def over(self, traced: torch.fx.GraphModule) -> torch.fx.GraphModule:
+        """This pass over a copy of a traced graph, made at its first run."""
+        if traced not in self._passed:
+            if self.record:
+                self._sites[traced] = self._matches(traced)
+            self._passed[traced] = self._pass(_copy(traced), None)
+        self._runs[traced] += 1
+        return self._passed[traced]
+
+    def sites(self) -> Counter:
+        """Calls at each task's signature in the runs so far, whichever kernel takes them (a longer
+        chain's may): what a kernel's share of the model's time is a share of. Counted by a
+        recording pass; with graph breaks, a graph counts as often as it ran."""
+        total: Counter = Counter()
+        for traced, matches in self._sites.items():
+            for task_id, n in matches.items():
+                total[task_id] += n * self._runs[traced]
+        return total
+
+    def release(self) -> None:
+        """Drops this pass's graphs; the counts stay. (Its ops stay registered, and keep the Patch.)"""
+        self._passed.clear()
+
+    def _matches(self, gm: torch.fx.GraphModule) -> Counter:
+        found: Counter = Counter()
+        for kernel in self.kernels:
+            for node in _aten_calls(gm):
+                if captured_form(node)[0] is kernel.call.anchor and _Match(kernel.call).step(kernel.call.final, node):
+                    found[kernel.task_id] += 1
+        return found
 
     def _pass(self, gm: torch.fx.GraphModule, example_inputs, decomposed: bool = False) -> torch.fx.GraphModule:
         """`decomposed`: the graph went through Inductor's decompositions, whose calls (silu's mul)
@@ -224,7 +253,7 @@ class Patch:
                     self.left_open.setdefault(kernel.task_id, why)
                     continue
                 _erase_unread(gm.graph, self._replace(gm, match, kernel))
-        gm.graph.eliminate_dead_code()
+        gm.graph.eliminate_dead_code(is_impure_node=lambda n: not _pure(n))
         self.unmatched += sum(captured_form(n)[0] in self.anchors for n in _aten_calls(gm))
         gm.graph.lint()
         gm.recompile()
@@ -335,7 +364,13 @@ class Traced:
 
         def run(*args, **kwargs):
             self.patch = patch
-            return self._compiled(*args, **kwargs)
+            out = self._compiled(*args, **kwargs)
+            if not self.graphs:
+                raise ForgeBenchError(
+                    "Dynamo ran the model without tracing it, so no kernel can go in: this process has compiled "
+                    "it too often (torch._dynamo.config.recompile_limit); call torch._dynamo.reset() first."
+                )
+            return out
 
         return run
 
@@ -344,7 +379,7 @@ class Traced:
         self.graphs.append(gm)
 
         def run(*args):  # whichever pass is in use when the graph runs
-            return self.patch.over(index, self.graphs[index])(*args)
+            return self.patch.over(self.graphs[index])(*args)
 
         return run
 
@@ -353,11 +388,20 @@ def _erase_unread(graph: torch.fx.Graph, nodes: set[torch.fx.Node]) -> None:
     """A replaced chain's calls, once nothing reads them, erased. A dead-code pass over the whole
     graph after each replacement made a pass quadratic: 10.5 s for 300 replacements in a graph of
     2,100 calls on the CPU machine, 9.5 s of it in dead-code elimination."""
-    left = {n for n in nodes if not n.is_impure()}
+    left = {n for n in nodes if _pure(n)}
     while unread := [n for n in left if not n.users]:
         for node in unread:
             graph.erase_node(node)
             left.discard(node)
+
+
+def _pure(node: torch.fx.Node) -> bool:
+    """Whether a call can go once nothing reads it. A random op counts as pure here, as in Dynamo's
+    tracing context where the pass once ran: a replaced chain's rand_like would otherwise run on."""
+    try:
+        return not node.is_impure(impure_random=False)
+    except TypeError:  # a torch whose is_impure takes no such argument
+        return not node.is_impure()
 
 
 def _copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:

@@ -10,6 +10,7 @@ below the op's 20th). Each decision says why.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,26 +40,29 @@ class Decision:
         return self.decision == "kept"
 
 
-def record(model: Traced, run: Callable[[Any], Any], kernels: list[Kernel]) -> tuple[dict, dict]:
+def record(model: Traced, run: Callable[[Any], Any], kernels: list[Kernel]) -> tuple[dict, dict, Counter]:
     """The model's own activations for each kernel: the inputs and the task's own output of every
     subgraph matching its task (up to eight), from one forward run by the graph pass in
     recording mode. A kernel whose calls lie inside a longer chain another kernel took is
-    recorded again in a pass of its own, so each is judged on its own calls."""
-    recorded, left_open = _recording(model, run, kernels)
+    recorded again in a pass of its own, so each is judged on its own calls. Also, for each task,
+    how many calls at its signature the forward made (Patch.sites)."""
+    recorded, left_open, sites = _recording(model, run, kernels)
     shadowed = [k for k in kernels if not recorded[k.task_id]]
     if shadowed and len(shadowed) < len(kernels):
-        again, why = _recording(model, run, shadowed)
+        again, why, _ = _recording(model, run, shadowed)
         recorded.update(again)
         left_open.update(why)
-    return recorded, left_open
+    return recorded, left_open, sites
 
 
-def _recording(model: Traced, run, kernels: list[Kernel]) -> tuple[dict, dict]:
-    """({task id: recorded calls}, {task id: why its calls were found and could not be replaced})."""
+def _recording(model: Traced, run, kernels: list[Kernel]) -> tuple[dict, dict, Counter]:
+    """({task id: recorded calls}, {task id: why its calls were found and could not be replaced},
+    {task id: calls at its signature})."""
     patch = Patch(kernels, record=True)
     with torch.no_grad():
         run(model.using(patch))
-    return patch.recorded, patch.left_open
+    patch.release()
+    return patch.recorded, patch.left_open, patch.sites()
 
 
 def check(kernel: Kernel, calls: list[tuple[list, torch.Tensor]], tolerance: dict) -> Decision | None:
@@ -88,7 +92,7 @@ def confirm(
     no decision changes; the kernels still kept."""
     by_id = {d.task_id: d for d in decisions}
     for _ in range(len(kept)):
-        recorded, _ = _recording(model, run, kept)
+        recorded, _, _ = _recording(model, run, kept)
         dropped = []
         for kernel in kept:
             wrong = check(kernel, recorded[kernel.task_id], tolerance.get(kernel.task_id) or {})

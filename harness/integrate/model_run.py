@@ -188,7 +188,7 @@ def run(request: dict) -> dict:
     # One trace of the model serves every pass below that runs as FX code.
     model = Traced(work.model)
     phase(f"tracing the model; recording its activations for {len(kernels)} kernels")
-    recorded, left_open = guard.record(model, forward, kernels)
+    recorded, left_open, sites = guard.record(model, forward, kernels)
     phase(f"traced into {len(model.graphs)} graphs; checking and timing each kernel in place")
     by_id = {t["id"]: t for t in request["tasks"]}
     kept = []
@@ -217,10 +217,15 @@ def run(request: dict) -> dict:
     eager_out = work.run()
     found: dict[str, Any] = {"aten_calls_per_forward": counter.calls, "timings": {}}
     found["timings"]["eager"] = timed(work.run)
-    phase("timed eager; tracing and timing the patched model", found)
+    phase("timed eager; timing the model with the kept kernels", found)
+
+    superseded: list[Patch] = []
 
     def patched(kernels: list[Kernel]):
+        for earlier in superseded:  # an earlier kept set's graph: settle timed it and moved on
+            earlier.release()
         patch = Patch(kernels)
+        superseded.append(patch)
         run_patched = calling(model.using(patch))
         out = run_patched()  # patched here
         hits = dict(patch.hits)  # one forward's: the timing adds to the counts
@@ -243,6 +248,7 @@ def run(request: dict) -> dict:
     run_bare()
     found["graph_calls_per_forward"] = bare.graph_calls
     found["timings"]["graph_only"] = timed(run_bare)
+    bare.release()
     if isinstance(work.model, PrefillThenDecode) and work.model.decode_steps > 0:
         prefill_apart(work, kept, timed, phase, found)
     if request.get("compile", True):
@@ -258,9 +264,12 @@ def run(request: dict) -> dict:
     # with --kernel has no isolated speedup from the suite: its in-place one stands in.
     ran = [d for d in decisions if d.kept and found["hits_per_forward"].get(d.task_id)]
     # A task's share covers all its calls: a kernel that took some of them saves on those only.
+    # Counted in this workload (a changed one, fewer layers or steps, makes fewer calls than the
+    # capture's call_count), so the prediction is the captured workload's at the same fraction.
+    found["calls_at_signature_per_forward"] = dict(sites)
     share = {
         d.task_id: (by_id[d.task_id].get("time_share") or 0.0)
-        * min(1.0, found["hits_per_forward"][d.task_id] / max(by_id[d.task_id].get("call_count") or 1, 1))
+        * min(1.0, found["hits_per_forward"][d.task_id] / max(sites.get(d.task_id) or 1, 1))
         for d in ran
     }
     isolated = [(share[d.task_id], by_id[d.task_id].get("isolated_speedup") or d.in_place_speedup) for d in ran]

@@ -120,9 +120,23 @@ def test_passes_over_one_trace_do_not_trace_again_nor_change_the_trace(tmp_path)
     assert bare.replaced == 0 and bare.graph_calls == patched.graph_calls > 0  # each pass saw the same graph, once
 
 
+def test_one_patch_over_two_models_runs_each_its_own_graph(tmp_path):
+    class AddReluTwice(torch.nn.Module):
+        def forward(self, a, b):
+            return torch.relu(a + b) * 2
+
+    kernel, a, b = _kernel(tmp_path), torch.randn(8, 16), torch.randn(8, 16)
+    patch = Patch([kernel])
+    with torch.no_grad():
+        assert torch.equal(patch.compile(AddRelu())(a, b), AddRelu()(a, b))
+        assert torch.equal(patch.compile(AddReluTwice())(a, b), AddReluTwice()(a, b))
+    assert patch.hits == {"add_relu": 2}
+
+
 def test_a_chain_whose_intermediate_the_model_reads_is_left_and_the_reason_said(tmp_path):
     kernel, a, b = _kernel(tmp_path), torch.randn(8, 16), torch.randn(8, 16)
-    recorded, left_open = guard.record(Traced(AddReluReused()), lambda compiled: compiled(a, b), [kernel])
+    recorded, left_open, sites = guard.record(Traced(AddReluReused()), lambda compiled: compiled(a, b), [kernel])
+    assert sites == {"add_relu": 1}  # the call is at the task's signature, though no kernel can take it
     assert recorded == {"add_relu": []}
     assert "also reads the result of aten.add.Tensor" in left_open["add_relu"]
     decision = guard.decide(kernel, recorded["add_relu"], {}, torch.device("cpu"), 50.0, left_open.get("add_relu"))

@@ -11,8 +11,9 @@ import time
 
 import torch
 
-from harness.integrate.graph_patch import Kernel, Patch, Traced
+from harness.integrate.graph_patch import Kernel, Patch
 from harness.integrate.signature import task_call
+from harness.integrate.traced import Traced
 
 
 class AddRelu(torch.nn.Module):

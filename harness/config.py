@@ -17,6 +17,12 @@ def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
 
 
+def task_patterns(cfg) -> str | list[str]:
+    """The tasks a suite configuration selects: its `tasks` where given, else its task set's (a
+    composed DictConfig, or the plain dict a suite run records as config.json)."""
+    return cfg["tasks"] if cfg.get("tasks") is not None else list(cfg["suite"]["tasks"])
+
+
 def _choose(group: str, value: str | None) -> list[str]:
     if value is None:
         return []

@@ -12,7 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.agents.base import AgentContext, AgentOutcome, Budget
 from harness.agents.tree import SearchTree
-from harness.config import instantiate
+from harness.config import instantiate, task_patterns
 from harness.evaluate import Evaluator
 from harness.evaluate.settings import for_run
 from harness.progress import Progress
@@ -41,7 +41,7 @@ class SuiteRun:
         MLflow run are made. An xdist worker is handed the controller's suite run and run folder
         (parent_run_id, run_dir): one suite run per invocation, however many workers."""
         self.cfg = cfg
-        self.selected = select(cfg.tasks if cfg.tasks is not None else list(cfg.suite.tasks), keep_broken=True)
+        self.selected = select(task_patterns(cfg), keep_broken=True)
         self.agent = instantiate(cfg.agent, "agent")
         self.model = instantiate(cfg.model, "model")
         self.model.check_ready()  # fail at start, not after the first task, on a missing key

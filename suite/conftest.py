@@ -66,6 +66,7 @@ def _compose(config: pytest.Config):
 def pytest_configure(config: pytest.Config) -> None:
     """Every check at start, before any task runs: a bad option, value, model, platform, task
     selection or store stops the run here with one sentence (pytest's usage error, exit status 4)."""
+    from harness.config import task_patterns
     from harness.session import SuiteRun
     from harness.tasks import select
 
@@ -75,9 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         if config.option.collectonly:
             cfg = _compose(config)
-            config.stash[_TASKS] = select(
-                cfg.tasks if cfg.tasks is not None else list(cfg.suite.tasks), keep_broken=True
-            )
+            config.stash[_TASKS] = select(task_patterns(cfg), keep_broken=True)
             return
         if handed:  # an xdist worker: its own device, the controller's suite run and run folder
             _pin_worker(config.workerinput["workerid"], handed)

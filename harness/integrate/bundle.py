@@ -196,7 +196,8 @@ def apply(model, bundle: str | Path, example_inputs: tuple | list | dict | None 
     import torch
 
     from harness.integrate import guard
-    from harness.integrate.graph_patch import Patch, Traced
+    from harness.integrate.graph_patch import Patch
+    from harness.integrate.traced import Traced
 
     bundle = Path(bundle)
     manifest = verify(bundle)

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness.config import task_patterns
 from harness.errors import ForgeBenchError
 from harness.tasks import Task, select
 
@@ -64,7 +65,7 @@ def suite_tasks(client, suite) -> str | list[str]:
             f"suite run {suite.info.run_id} has no readable config.json artifact ({type(exc).__name__}); "
             "its tasks cannot be known: run the suite again with this ForgeBench."
         ) from exc
-    return config["tasks"] if config.get("tasks") is not None else list(config["suite"]["tasks"])
+    return task_patterns(config)
 
 
 def best_kernels(run_dir: Path, tasks: list[Task]) -> dict[str, tuple[str, float]]:

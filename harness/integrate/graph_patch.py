@@ -27,7 +27,6 @@ from typing import Any
 
 import torch
 
-from harness.errors import ForgeBenchError
 from harness.evaluate.timing import clone_inputs
 from harness.integrate.signature import Input, Step, TaskCall, describe
 
@@ -173,6 +172,8 @@ class Patch:
         the kernels' ops are left out, so the pass sees them as the capture recorded them. To run
         several passes over one model, trace it once (Traced) and give each its `using`."""
         if not inductor:
+            from harness.integrate.traced import Traced
+
             return Traced(model).using(self)
         from torch._inductor.compile_fx import compile_fx, compile_fx_inner
         from torch._inductor.decomposition import select_decomp_table
@@ -206,7 +207,8 @@ class Patch:
         if traced not in self._passed:
             if self.record:
                 self._sites[traced] = self._matches(traced)
-            self._passed[traced] = self._pass(_copy(traced), None)
+            # A graph module of its own over the same attributes: the pass rewrites it, the trace stays.
+            self._passed[traced] = self._pass(torch.fx.GraphModule(traced, copy.deepcopy(traced.graph)), None)
         self._runs[traced] += 1
         return self._passed[traced]
 
@@ -344,46 +346,6 @@ class Patch:
         return forgebench_kernel
 
 
-class Traced:
-    """A model traced once by Dynamo into forward ATen graphs, each pass (Patch) run over copies of
-    them: recording the activations, checking the kept set, timing each kept set and the bare graph
-    pass all share one trace. Tracing is the dear part: an LLM's prefill and eight decode steps
-    unroll into one graph of some 70,000 calls, minutes a trace (docs/integrate.md)."""
-
-    def __init__(self, model: torch.nn.Module):
-        from torch._dynamo.backends.common import aot_autograd
-
-        self.graphs: list[torch.fx.GraphModule] = []
-        self.patch: Patch | None = None
-        # Forward graphs only: a backward graph's adds and muls are the gradient's, not the task's.
-        backend = aot_autograd(fw_compiler=self._traced, bw_compiler=lambda gm, _: gm)
-        self._compiled = torch.compile(model, backend=backend, dynamic=False)
-
-    def using(self, patch: Patch):
-        """The model, run with `patch` over its graphs."""
-
-        def run(*args, **kwargs):
-            self.patch = patch
-            out = self._compiled(*args, **kwargs)
-            if not self.graphs:
-                raise ForgeBenchError(
-                    "Dynamo ran the model without tracing it, so no kernel can go in: this process has compiled "
-                    "it too often (torch._dynamo.config.recompile_limit); call torch._dynamo.reset() first."
-                )
-            return out
-
-        return run
-
-    def _traced(self, gm: torch.fx.GraphModule, example_inputs):
-        index = len(self.graphs)
-        self.graphs.append(gm)
-
-        def run(*args):  # whichever pass is in use when the graph runs
-            return self.patch.over(self.graphs[index])(*args)
-
-        return run
-
-
 def _erase_unread(graph: torch.fx.Graph, nodes: set[torch.fx.Node]) -> None:
     """A replaced chain's calls, once nothing reads them, erased. A dead-code pass over the whole
     graph after each replacement made a pass quadratic: 10.5 s for 300 replacements in a graph of
@@ -402,11 +364,6 @@ def _pure(node: torch.fx.Node) -> bool:
         return not node.is_impure(impure_random=False)
     except TypeError:  # a torch whose is_impure takes no such argument
         return not node.is_impure()
-
-
-def _copy(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """A graph module of its own over the same attributes: a pass rewrites it, the trace stays."""
-    return torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))  # nodes copied, their meta shared
 
 
 def _decompose(gm: torch.fx.GraphModule, example_inputs, table: dict, matched: dict) -> torch.fx.GraphModule:

@@ -20,7 +20,8 @@ import torch
 from harness.evaluate import timing
 from harness.evaluate.checks import compare, mutated_inputs
 from harness.evaluate.timing import clone_inputs
-from harness.integrate.graph_patch import Kernel, Patch, Traced
+from harness.integrate.graph_patch import Kernel, Patch
+from harness.integrate.traced import Traced
 
 
 @dataclass

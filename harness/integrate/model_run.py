@@ -31,8 +31,9 @@ from harness.evaluate import timing
 from harness.evaluate.models import build_model, copy_parameters, load_candidate, make_inputs
 from harness.evaluate.verdict import Verdict
 from harness.integrate import guard
-from harness.integrate.graph_patch import Kernel, Patch, Traced
+from harness.integrate.graph_patch import Kernel, Patch
 from harness.integrate.signature import NotIntegrable, task_call
+from harness.integrate.traced import Traced
 from harness.reference import load_reference_module
 
 

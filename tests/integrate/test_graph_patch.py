@@ -7,8 +7,9 @@ import textwrap
 import torch
 
 from harness.integrate import guard
-from harness.integrate.graph_patch import Kernel, Patch, Traced
+from harness.integrate.graph_patch import Kernel, Patch
 from harness.integrate.signature import task_call
+from harness.integrate.traced import Traced
 
 CHAIN = """
 import torch

@@ -1,0 +1,54 @@
+"""One Dynamo trace of a model, which many passes of the graph pass (graph_patch.Patch) run over:
+recording the activations, checking the kept set, timing each kept set and the bare graph pass.
+Tracing is the dear part (docs/integrate.md, "One trace per model run")."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from harness.errors import ForgeBenchError
+
+if TYPE_CHECKING:
+    from harness.integrate.graph_patch import Patch
+
+
+class Traced:
+    """A model traced once by Dynamo into forward ATen graphs, each pass (Patch) run over copies of
+    them: recording the activations, checking the kept set, timing each kept set and the bare graph
+    pass all share one trace. Tracing is the dear part: an LLM's prefill and eight decode steps
+    unroll into one graph of some 70,000 calls, minutes a trace (docs/integrate.md)."""
+
+    def __init__(self, model: torch.nn.Module):
+        from torch._dynamo.backends.common import aot_autograd
+
+        self.graphs: list[torch.fx.GraphModule] = []
+        self.patch: Patch | None = None
+        # Forward graphs only: a backward graph's adds and muls are the gradient's, not the task's.
+        backend = aot_autograd(fw_compiler=self._traced, bw_compiler=lambda gm, _: gm)
+        self._compiled = torch.compile(model, backend=backend, dynamic=False)
+
+    def using(self, patch: Patch):
+        """The model, run with `patch` over its graphs."""
+
+        def run(*args, **kwargs):
+            self.patch = patch
+            out = self._compiled(*args, **kwargs)
+            if not self.graphs:
+                raise ForgeBenchError(
+                    "Dynamo ran the model without tracing it, so no kernel can go in: this process has compiled "
+                    "it too often (torch._dynamo.config.recompile_limit); call torch._dynamo.reset() first."
+                )
+            return out
+
+        return run
+
+    def _traced(self, gm: torch.fx.GraphModule, example_inputs):
+        index = len(self.graphs)
+        self.graphs.append(gm)
+
+        def run(*args):  # whichever pass is in use when the graph runs
+            return self.patch.over(self.graphs[index])(*args)
+
+        return run

@@ -232,4 +232,5 @@ def apply(model, bundle: str | Path, example_inputs: tuple | list | dict | None 
         kept = [k for k, d in zip(kernels, decisions) if d.kept]
         kernels = guard.confirm(traced, run, kept, decisions, tolerance)
     patch = Patch(kernels)
-    return Installed(traced.using(patch), patch, decisions)
+    # With no kernel left, nothing goes in: the model runs as it is, not as its traced graph.
+    return Installed(traced.using(patch) if kernels else model, patch, decisions)

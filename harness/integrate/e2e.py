@@ -221,6 +221,8 @@ def summary_metrics(found: dict) -> dict[str, float]:
         "kernels_kept": sum(d["decision"] == "kept" for d in decisions),
         "kernels_rejected": sum(d["decision"] != "kept" for d in decisions),
         "graph_only_ms": t["graph_only"]["median_ms"],
+        # The kernels' own gain: the patched model against the same graph pass with no kernel.
+        "patched_speedup_vs_graph_only": t["graph_only"]["median_ms"] / patched,
         # Host time of one eager forward issued to an idle queue (timing.Timing.host_ms): near
         # eager_ms, the host sets the pace, and kernels that save GPU time cannot show.
         "eager_host_ms": t["eager"]["host_ms"],
@@ -317,6 +319,19 @@ def describe(found: dict) -> str:
         f"forward went to kernels; {found['unmatched_calls']} graph calls of the kernels' ops matched no task and "
         "stayed PyTorch's"
     )
+    if found.get("patched_is_eager"):
+        lines.append("no kernel was left in the model: the patched model is the model as it is, and timed as eager")
+    else:
+        lines.append(f"the kernels against the graph pass alone: {m['patched_speedup_vs_graph_only']:.2f}x")
+    alone = found.get("graph_only_agreement") or {}
+    if alone.get("tokens_match") is False or alone.get("max_output_error"):
+        lines.append(
+            f"the traced graph alone, no kernel, against eager: max error {alone.get('max_output_error', 0):.3g}"
+            + (f", tokens match: {alone['tokens_match']}" if alone.get("tokens_match") is not None else "")
+            + " (the model computes otherwise when traced: this much is not the kernels')"
+        )
+    if found.get("reinplace_error"):
+        lines.append(f"the graph ran functional, its writes not made in place again: {found['reinplace_error'][:200]}")
     # On a CPU the host does the work: the question is a GPU's.
     on_gpu = str(found.get("request", {}).get("device", "")).startswith("cuda")
     if on_gpu and m["eager_host_ms"] >= HOST_BOUND * m["eager_ms"]:

@@ -159,6 +159,7 @@ class Patch:
         self.replaced = 0  # subgraphs sent to a kernel
         self.unmatched = 0  # graph calls of the kernels' final ops left to PyTorch (no task matched them)
         self.left_open: dict[str, str] = {}  # task id -> why its calls, found, could not be replaced
+        self.reinplace_error: str | None = None  # why a graph ran functional (_in_place)
         self._library = torch.library.Library(_NAMESPACE, "FRAGMENT")
         self._matched: dict[Any, tuple] = {}  # each kernel op -> its inputs as matched (eager_input_vals)
         # Each traced graph (by identity), this pass over a copy of it, and how often it ran.
@@ -208,9 +209,38 @@ class Patch:
             if self.record:
                 self._sites[traced] = self._matches(traced)
             # A graph module of its own over the same attributes: the pass rewrites it, the trace stays.
-            self._passed[traced] = self._pass(torch.fx.GraphModule(traced, copy.deepcopy(traced.graph)), None)
+            gm = self._pass(torch.fx.GraphModule(traced, copy.deepcopy(traced.graph)), None)
+            self._passed[traced] = gm if self.record else self._in_place(gm)
         self._runs[traced] += 1
         return self._passed[traced]
+
+    def _in_place(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+        """The graph with its functional writes made in place again, as eager made them. Dynamo's
+        ATen graph is functional: each `x[:, i] = y` of the model becomes a select_scatter that
+        copies all of x, and a loop of them (Qwen3.5's chunked delta rule writes its output one chunk
+        at a time) copies it once a chunk, which made the bare graph pass 1.4x slower than eager on
+        the H200 (docs/benchmarks.md, twelfth session). torch's reinplace pass turns them back into
+        writes through views where no other reader sees the difference; Inductor does as much for
+        the graphs it compiles. A graph it cannot reinplace runs functional, and says why."""
+        from torch.fx.passes.reinplace import reinplace
+
+        written = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
+        # The pass checks an op's self argument for size and dtype, not strides: `add(x_t, y)` of a
+        # transposed x gives a contiguous result, `x_t.add_(y)` a transposed one, and a later
+        # group norm that needs it contiguous fails (SD3.5's VAE). Such calls are hidden from it
+        # (it takes only OpOverloads) and given back after.
+        hidden = {n: n.target for n in written.graph.nodes if _layout_changes(n)}
+        for node, op in hidden.items():
+            node.target = _hidden(op)
+        try:  # the traced inputs' fake tensors say which values alias the model's inputs
+            reinplace(written, *[n.meta.get("val") for n in written.graph.nodes if n.op == "placeholder"])
+        except Exception as exc:
+            self.reinplace_error = f"{type(exc).__name__}: {exc}"[:300]
+            return gm
+        for node, op in hidden.items():
+            node.target = op
+        written.recompile()
+        return written
 
     def sites(self) -> Counter:
         """Calls at each task's signature in the runs so far, whichever kernel takes them (a longer
@@ -344,6 +374,29 @@ class Patch:
             return declared(result, inputs)
 
         return forgebench_kernel
+
+
+def _hidden(op):
+    """An op the reinplace pass must leave out-of-place: it skips what is not an OpOverload."""
+
+    def hidden(*args, **kwargs):
+        return op(*args, **kwargs)
+
+    return hidden
+
+
+def _layout_changes(node: torch.fx.Node) -> bool:
+    """Whether an out-of-place call's result is laid out otherwise than its self argument, so that
+    making it in place would hand its readers another layout. Views are left to the pass: they
+    alias, and it reads them to undo scatters."""
+    if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload) or node.target.is_view:
+        return False
+    if not node.args or not isinstance(node.args[0], torch.fx.Node):
+        return False
+    out, self_arg = node.meta.get("val"), node.args[0].meta.get("val")
+    if not isinstance(out, torch.Tensor) or not isinstance(self_arg, torch.Tensor):
+        return False
+    return (tuple(out.shape), tuple(out.stride())) != (tuple(self_arg.shape), tuple(self_arg.stride()))
 
 
 def _erase_unread(graph: torch.fx.Graph, nodes: set[torch.fx.Node]) -> None:

@@ -114,13 +114,15 @@ class _Phases:
 
     def __init__(self, result_path: str):
         self.partial, self.started = Path(result_path).with_suffix(".partial.json"), time.monotonic()
+        self.seen: list[str] = []  # each phase with the second it began: where a stopped run's time went
         self.partial.unlink(missing_ok=True)  # an earlier run's, in the same folder
 
     def __call__(self, what: str, found: dict | None = None) -> None:
-        print(f"[e2e +{time.monotonic() - self.started:.0f} s] {what}", file=sys.stderr, flush=True)
+        self.seen.append(f"+{time.monotonic() - self.started:.0f} s {what}")
+        print(f"[e2e] {self.seen[-1]}", file=sys.stderr, flush=True)
         if found is not None:  # written whole or not at all: a kill mid-write leaves the last one
             written = self.partial.with_suffix(".tmp")
-            written.write_text(json.dumps({**found, "reached": what}, indent=1, default=str))
+            written.write_text(json.dumps({**found, "reached": what, "phases": self.seen}, indent=1, default=str))
             os.replace(written, self.partial)
 
 
@@ -225,6 +227,7 @@ def run(request: dict) -> dict:
     def patched(kernels: list[Kernel]):
         for earlier in superseded:  # an earlier kept set's graph: settle timed it and moved on
             earlier.release()
+        phase(f"timing the model with {len(kernels)} kept kernels in place", found)
         patch = Patch(kernels)
         superseded.append(patch)
         run_patched = calling(model.using(patch))
@@ -241,13 +244,19 @@ def run(request: dict) -> dict:
     )
     found["hits_per_forward"] = hits
     found["unmatched_calls"] = patch.unmatched
+    if not any(hits.values()):
+        # No kernel left to put in: a user installs nothing, and runs the model as it is.
+        found["patched_is_eager"] = True
+        patched_t, patched_out = found["timings"]["eager"], eager_out
     found["timings"]["patched_eager"] = patched_t
     phase("timed the patched model; timing the graph pass alone", found)
-    # The same graph pass with no kernel: what running the graph as FX code costs.
+    # The same graph pass with no kernel: what running the graph as FX code costs, and whether the
+    # traced graph alone computes what eager does (a model may take other paths when traced).
     bare = Patch([])
     run_bare = calling(model.using(bare))
-    run_bare()
+    found["graph_only_agreement"] = agreement(eager_out, run_bare())
     found["graph_calls_per_forward"] = bare.graph_calls
+    found["reinplace_error"] = bare.reinplace_error or patch.reinplace_error
     found["timings"]["graph_only"] = timed(run_bare)
     bare.release()
     if isinstance(work.model, PrefillThenDecode) and work.model.decode_steps > 0:
@@ -278,6 +287,7 @@ def run(request: dict) -> dict:
     found["predicted_speedup_in_place"] = predicted_speedup([(share[d.task_id], d.in_place_speedup) for d in ran])
     found["share_of_time_replaced"] = sum(share.values())
     found["decisions"] = [asdict(d) for d in decisions]
+    found["phases"] = phase.seen
     found["env"], found["driver"] = adapter.environment(), adapter.driver()
     return found
 

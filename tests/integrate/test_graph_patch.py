@@ -231,3 +231,28 @@ def test_with_only_kernels_that_never_ran_left_the_pass_itself_is_what_is_slower
 
     kept, _ = guard.settle([kernel], decisions, _spread(10.0), patched, lambda ks: ks)
     assert kept == [kernel] and decisions[0].decision == "kept" and calls == [1]
+
+
+class ChunkWrites(torch.nn.Module):
+    """Writes its output one chunk at a time (as Qwen3.5's chunked delta rule does), then adds to
+    every other column of it: made in place, that add would hand on the strided layout."""
+
+    def forward(self, x, y):
+        out = torch.zeros_like(x)
+        for i in range(x.shape[1]):
+            out[:, i] = x[:, i] * (i + 1)
+        return out[:, ::2] + y[:, :4]  # a strided self, a dense result
+
+
+def test_the_graph_runs_with_its_writes_in_place_again_and_layouts_as_traced():
+    # Functional graphs copy all of `out` at each `out[:, i] = ...`; the pass makes those writes
+    # again, but leaves out of place a call whose result's layout differs from its input's.
+    x, y = torch.randn(16, 8), torch.randn(16, 8)
+    traced, bare = Traced(ChunkWrites()), Patch([])
+    with torch.no_grad():
+        got, want = traced.using(bare)(x, y), ChunkWrites()(x, y)
+    assert torch.equal(got, want) and got.stride() == want.stride() == (4, 1)  # in place: (8, 2)
+    ran = [n.target for gm in bare._passed.values() for n in gm.graph.nodes if n.op == "call_function"]
+    assert bare.reinplace_error is None
+    assert not [op for op in ran if "scatter" in str(op)] and torch.ops.aten.copy_.default in ran
+    assert torch.ops.aten.add.Tensor in ran  # the layout-changing add stayed out of place

@@ -260,6 +260,7 @@ def test_a_bundle_with_a_flipped_byte_or_from_elsewhere_is_refused(world, tmp_pa
         assert {d.decision for d in installed.decisions} <= {"kept", "slower_in_place"}
         assert torch.equal(installed(x), model(x))
     assert bool(installed.patch.hits) == any(d.kept for d in installed.decisions)
+    assert (installed.run is model) == (not any(d.kept for d in installed.decisions))  # nothing kept: as it is
 
 
 def test_e2e_names_what_is_wrong_with_its_arguments(world, monkeypatch, capsys):

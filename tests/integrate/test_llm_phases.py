@@ -49,12 +49,16 @@ def test_an_llm_request_is_timed_whole_and_its_prefill_alone_and_every_steps_tok
     assert {"eager", "patched_eager", "eager_prefill", "patched_prefill"} <= set(found["timings"])
     assert not {"compile", "patched_compile"} & set(found["timings"]) and "compile_error" not in found
     assert found["decode_steps"] == 3 and found["tokens_match"] is True
+    # No kernel to put in: the patched model is the model as it is, and its traced graph agrees.
+    assert found["patched_is_eager"] and found["timings"]["patched_eager"] == found["timings"]["eager"]
+    assert found["graph_only_agreement"]["tokens_match"] is True and found["reinplace_error"] is None
     metrics = e2e.summary_metrics(found)
     for key in ("prefill_eager_ms", "prefill_patched_ms", "e2e_prefill_speedup_vs_eager", "decode_step_eager_ms"):
         assert metrics[key] > 0, (key, metrics)
     told = e2e.describe({**found, "model": "tiny", "run_id": "r", "request": request})
     assert "a decode step, eager (by difference)" in told and "host-bound" not in told  # a CPU's host is its device
     assert "torch.compile and torch.compile + kept kernels: not timed (--no-compile)" in told
+    assert "no kernel was left in the model: the patched model is the model as it is" in told
     # The same figures from a GPU whose host took as long to issue the forward as it ran: said.
     eager = {**found["timings"]["eager"], "host_ms": found["timings"]["eager"]["median_ms"]}
     on_gpu = {**found, "timings": {**found["timings"], "eager": eager}, "request": {**request, "device": "cuda"}}

@@ -27,6 +27,7 @@ from torch.utils._pytree import tree_flatten
 
 from harness import devices
 from harness.capture.builtin import PrefillThenDecode
+from harness.errors import ForgeBenchError
 from harness.evaluate import timing
 from harness.evaluate.models import build_model, copy_parameters, load_candidate, make_inputs
 from harness.evaluate.verdict import Verdict
@@ -191,7 +192,16 @@ def run(request: dict) -> dict:
     # One trace of the model serves every pass below that runs as FX code.
     model = Traced(work.model)
     phase(f"tracing the model; recording its activations for {len(kernels)} kernels")
-    recorded, left_open, sites = guard.record(model, forward, kernels)
+    try:
+        recorded, left_open, sites = guard.record(model, forward, kernels)
+    except ForgeBenchError:
+        raise
+    except Exception as exc:  # the recording pass runs the task's own calls: no kernel is to blame
+        raise ForgeBenchError(
+            f"the model's traced graph fails on {device} where eager runs ({type(exc).__name__}: {str(exc)[:200]}), "
+            "before any kernel ran, so no kernel can go in. torch.compile(model, backend='aot_eager') shows whether "
+            "torch's own trace fails the same way; try another device or torch version."
+        ) from exc
     phase(f"traced into {len(model.graphs)} graphs; checking and timing each kernel in place")
     by_id = {t["id"]: t for t in request["tasks"]}
     kept = []

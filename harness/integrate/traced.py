@@ -4,6 +4,7 @@ Tracing is the dear part (docs/integrate.md, "One trace per model run")."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import torch
@@ -34,7 +35,8 @@ class Traced:
 
         def run(*args, **kwargs):
             self.patch = patch
-            out = self._compiled(*args, **kwargs)
+            with _resampling_as_eager():  # a call that traces keeps them whole
+                out = self._compiled(*args, **kwargs)
             if not self.graphs:
                 raise ForgeBenchError(
                     "Dynamo ran the model without tracing it, so no kernel can go in: this process has compiled "
@@ -52,3 +54,32 @@ class Traced:
             return self.patch.over(self.graphs[index])(*args)
 
         return run
+
+
+# Python decompositions torch applies to these ops while tracing (for Inductor, which fuses the
+# gather they become), where eager calls a kernel of their own. Run as FX code, the gather is
+# slower: a 2x nearest upsample of a 64x256x256 map took 120 ms against eager's 61 ms on the CPU
+# machine; SD3.5's VAE upsamples to 1024x1024 three times (docs/integrate.md, twelfth session).
+_DECOMPOSED_AT = (torch._C.DispatchKey.CompositeImplicitAutograd, torch._C.DispatchKey.Autograd)
+
+
+def _resampling_ops() -> list:
+    packets = [getattr(torch.ops.aten, name) for name in dir(torch.ops.aten) if "upsample" in name]
+    return [getattr(p, o) for p in packets if hasattr(p, "overloads") for o in p.overloads()]
+
+
+@contextmanager
+def _resampling_as_eager():
+    """The resampling ops traced as the calls eager makes, not as torch's Python decompositions."""
+    taken = []
+    for op in _resampling_ops():
+        for key in _DECOMPOSED_AT:
+            if key in op.py_kernels:
+                taken.append((op, key, op.py_kernels.pop(key)))
+                op._dispatch_cache.clear()
+    try:
+        yield
+    finally:
+        for op, key, kernel in taken:
+            op.py_kernels[key] = kernel
+            op._dispatch_cache.clear()

@@ -256,3 +256,21 @@ def test_the_graph_runs_with_its_writes_in_place_again_and_layouts_as_traced():
     assert bare.reinplace_error is None
     assert not [op for op in ran if "scatter" in str(op)] and torch.ops.aten.copy_.default in ran
     assert torch.ops.aten.add.Tensor in ran  # the layout-changing add stayed out of place
+
+
+class Upsample(torch.nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.interpolate(x, scale_factor=2.0, mode="nearest") * 2
+
+
+def test_resampling_is_traced_as_the_call_eager_makes_not_as_a_gather():
+    # Tracing decomposes a nearest upsample into aranges and an index gather (for Inductor); run as
+    # FX code that took twice eager's time. The trace keeps eager's call, and torch's
+    # decomposition is back in place after it for everyone else.
+    x = torch.randn(1, 4, 8, 8)
+    traced, bare = Traced(Upsample()), Patch([])
+    with torch.no_grad():
+        assert torch.equal(traced.using(bare)(x), Upsample()(x))
+    ran = {n.target for n in traced.graphs[0].graph.nodes if n.op == "call_function"}
+    assert torch.ops.aten.upsample_nearest2d.default in ran and torch.ops.aten._unsafe_index.Tensor not in ran
+    assert torch._C.DispatchKey.CompositeImplicitAutograd in torch.ops.aten.upsample_nearest2d.vec.py_kernels

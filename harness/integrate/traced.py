@@ -35,7 +35,7 @@ class Traced:
 
         def run(*args, **kwargs):
             self.patch = patch
-            with _resampling_as_eager():  # a call that traces keeps them whole
+            with _traced_as_eager_calls():
                 out = self._compiled(*args, **kwargs)
             if not self.graphs:
                 raise ForgeBenchError(
@@ -56,23 +56,27 @@ class Traced:
         return run
 
 
-# Python decompositions torch applies to these ops while tracing (for Inductor, which fuses the
-# gather they become), where eager calls a kernel of their own. Run as FX code, the gather is
-# slower: a 2x nearest upsample of a 64x256x256 map took 120 ms against eager's 61 ms on the CPU
-# machine; SD3.5's VAE upsamples to 1024x1024 three times (docs/integrate.md, twelfth session).
+# Ops torch's tracing replaces by Python decompositions (written for Inductor, which fuses what
+# they become) where eager calls a kernel of its own, or nothing. Run as FX code they cost more:
+# - a nearest upsample becomes aranges and an index gather: a 2x upsample of a 64x256x256 map took
+#   120 ms against eager's 61 ms on the CPU machine; SD3.5's VAE upsamples to 1024x1024 three times;
+# - dropout in eval becomes a clone, a full copy that eager does not make (eager returns its
+#   input): one a ResNet block of SD3.5's VAE, and more in each transformer block.
+# (docs/integrate.md, twelfth session.)
 _DECOMPOSED_AT = (torch._C.DispatchKey.CompositeImplicitAutograd, torch._C.DispatchKey.Autograd)
 
 
-def _resampling_ops() -> list:
+def _eager_ops() -> list:
     packets = [getattr(torch.ops.aten, name) for name in dir(torch.ops.aten) if "upsample" in name]
-    return [getattr(p, o) for p in packets if hasattr(p, "overloads") for o in p.overloads()]
+    resampling = [getattr(p, o) for p in packets if hasattr(p, "overloads") for o in p.overloads()]
+    return [*resampling, torch.ops.aten.dropout.default]
 
 
 @contextmanager
-def _resampling_as_eager():
-    """The resampling ops traced as the calls eager makes, not as torch's Python decompositions."""
+def _traced_as_eager_calls():
+    """While a model traces, _eager_ops go as eager runs them, not by torch's Python decompositions."""
     taken = []
-    for op in _resampling_ops():
+    for op in _eager_ops():
         for key in _DECOMPOSED_AT:
             if key in op.py_kernels:
                 taken.append((op, key, op.py_kernels.pop(key)))

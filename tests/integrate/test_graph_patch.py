@@ -259,18 +259,25 @@ def test_the_graph_runs_with_its_writes_in_place_again_and_layouts_as_traced():
 
 
 class Upsample(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.dropout = torch.nn.Dropout(0.1)
+
     def forward(self, x):
-        return torch.nn.functional.interpolate(x, scale_factor=2.0, mode="nearest") * 2
+        return self.dropout(torch.nn.functional.interpolate(x, scale_factor=2.0, mode="nearest")) * 2
 
 
-def test_resampling_is_traced_as_the_call_eager_makes_not_as_a_gather():
-    # Tracing decomposes a nearest upsample into aranges and an index gather (for Inductor); run as
-    # FX code that took twice eager's time. The trace keeps eager's call, and torch's
-    # decomposition is back in place after it for everyone else.
-    x = torch.randn(1, 4, 8, 8)
-    traced, bare = Traced(Upsample()), Patch([])
+def test_resampling_and_dropout_are_traced_as_eager_calls_them_not_as_a_gather_and_a_copy():
+    # Tracing decomposes a nearest upsample into aranges and an index gather, and an eval dropout
+    # into a clone (for Inductor); run as FX code the gather took twice eager's time, and the clone
+    # copies what eager does not. The trace keeps eager's calls, and torch's decompositions are back
+    # in place after it for everyone else.
+    x, model = torch.randn(1, 4, 8, 8), Upsample().eval()
+    traced, bare = Traced(model), Patch([])
     with torch.no_grad():
-        assert torch.equal(traced.using(bare)(x), Upsample()(x))
+        assert torch.equal(traced.using(bare)(x), model(x))
     ran = {n.target for n in traced.graphs[0].graph.nodes if n.op == "call_function"}
     assert torch.ops.aten.upsample_nearest2d.default in ran and torch.ops.aten._unsafe_index.Tensor not in ran
-    assert torch._C.DispatchKey.CompositeImplicitAutograd in torch.ops.aten.upsample_nearest2d.vec.py_kernels
+    assert torch.ops.aten.clone.default not in ran
+    for op in (torch.ops.aten.upsample_nearest2d.vec, torch.ops.aten.dropout.default):
+        assert torch._C.DispatchKey.CompositeImplicitAutograd in op.py_kernels

@@ -225,11 +225,19 @@ class Patch:
         from torch.fx.passes.reinplace import reinplace
 
         written = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
-        # The pass checks an op's self argument for size and dtype, not strides: `add(x_t, y)` of a
-        # transposed x gives a contiguous result, `x_t.add_(y)` a transposed one, and a later
-        # group norm that needs it contiguous fails (SD3.5's VAE). Such calls are hidden from it
-        # (it takes only OpOverloads) and given back after.
-        hidden = {n: n.target for n in written.graph.nodes if _layout_changes(n)}
+        # Hidden from the pass (it takes only OpOverloads), and given back after:
+        # - calls it would change the layout of: it checks an op's self argument for size and
+        #   dtype, not strides, and `add(x_t, y)` of a transposed x is contiguous where
+        #   `x_t.add_(y)` is transposed (a later group norm that needs it contiguous fails);
+        # - writes into a kernel's result or a view of it: a kernel may hand back a buffer it
+        #   keeps and reads again (an output reused from call to call), which the functional
+        #   graph never wrote into.
+        of_kernels = _kernel_results(written.graph)
+        hidden = {
+            n: n.target
+            for n in written.graph.nodes
+            if _layout_changes(n) or (_calls_op(n) and not n.target.is_view and n.args and n.args[0] in of_kernels)
+        }
         for node, op in hidden.items():
             node.target = _hidden(op)
         try:  # the traced inputs' fake tensors say which values alias the model's inputs
@@ -385,11 +393,26 @@ def _hidden(op):
     return hidden
 
 
+def _calls_op(node: torch.fx.Node) -> bool:
+    return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+
+
+def _kernel_results(graph: torch.fx.Graph) -> set[torch.fx.Node]:
+    """The kernels' results in a graph, and every view of them."""
+    found: set[torch.fx.Node] = set()
+    for node in graph.nodes:  # in order: a view comes after what it views
+        if not _calls_op(node):
+            continue
+        if node.target.namespace == _NAMESPACE or (node.target.is_view and node.args and node.args[0] in found):
+            found.add(node)
+    return found
+
+
 def _layout_changes(node: torch.fx.Node) -> bool:
     """Whether an out-of-place call's result is laid out otherwise than its self argument, so that
     making it in place would hand its readers another layout. Views are left to the pass: they
     alias, and it reads them to undo scatters."""
-    if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload) or node.target.is_view:
+    if not _calls_op(node) or node.target.is_view:
         return False
     if not node.args or not isinstance(node.args[0], torch.fx.Node):
         return False

@@ -281,3 +281,30 @@ def test_resampling_and_dropout_are_traced_as_eager_calls_them_not_as_a_gather_a
     assert torch.ops.aten.clone.default not in ran
     for op in (torch.ops.aten.upsample_nearest2d.vec, torch.ops.aten.dropout.default):
         assert torch._C.DispatchKey.CompositeImplicitAutograd in op.py_kernels
+
+
+class KeepsItsOutput(torch.nn.Module):
+    """add + ReLU into a buffer it keeps, handed back as is and reused for the same inputs (a
+    kernel may do this): whoever writes into its result changes its next answer."""
+
+    def __init__(self):
+        super().__init__()
+        self.out, self.seen = None, None
+
+    def forward(self, x0, x1):
+        key = (x0.data_ptr(), x1.data_ptr(), x0._version, x1._version)
+        if self.seen != key:
+            self.out, self.seen = torch.clamp_min(x0 + x1, 0), key
+        return self.out
+
+
+def test_the_graph_never_writes_into_a_kernel_s_result(tmp_path):
+    # AddRelu's `* 2` reads the kernel's result and nothing reads it again: reinplaced, it would
+    # become a write into the buffer the kernel keeps, and the second forward would double it again.
+    a, b = torch.randn(8, 16), torch.randn(8, 16)
+    patch = Patch([_kernel(tmp_path, module=KeepsItsOutput())])
+    run = Traced(AddRelu()).using(patch)
+    with torch.no_grad():
+        want = AddRelu()(a, b)
+        assert torch.equal(run(a, b), want) and torch.equal(run(a, b), want)
+    assert patch.hits == {"add_relu": 2}

@@ -210,19 +210,21 @@ class Patch:
             if self.record:
                 self._sites[traced] = self._matches(traced)
             # A graph module of its own over the same attributes: the pass rewrites it, the trace stays.
-            gm = self._pass(torch.fx.GraphModule(traced, copy.deepcopy(traced.graph)), None)
-            self._passed[traced] = gm if self.record else self._in_place(gm)
+            gm = self._pass(torch.fx.GraphModule(traced, copy.deepcopy(traced.graph)), None, recompile=self.record)
+            if not self.record:  # the recording pass stays functional: the record of what the model computes
+                self._in_place(gm)
+            self._passed[traced] = gm
         self._runs[traced] += 1
         return self._passed[traced]
 
-    def _in_place(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-        """The graph with its writes made in place again (in_place.py); the functional graph, with
-        the reason kept, if torch's pass fails on it."""
+    def _in_place(self, gm: torch.fx.GraphModule) -> None:
+        """The graph's writes made in place again (in_place.py), and its code compiled; if torch's
+        pass fails on it, the functional graph's code, with the reason kept."""
         try:
-            return in_place.rewritten(gm, kernel_namespace=_NAMESPACE)
+            in_place.rewrite(gm, kernel_namespace=_NAMESPACE)
         except Exception as exc:
             self.reinplace_error = f"{type(exc).__name__}: {exc}"[:300]
-            return gm
+            gm.recompile()
 
     def sites(self) -> Counter:
         """Calls at each task's signature in the runs so far, whichever kernel takes them (a longer
@@ -246,9 +248,12 @@ class Patch:
                     found[kernel.task_id] += 1
         return found
 
-    def _pass(self, gm: torch.fx.GraphModule, example_inputs, decomposed: bool = False) -> torch.fx.GraphModule:
+    def _pass(
+        self, gm: torch.fx.GraphModule, example_inputs, decomposed: bool = False, recompile: bool = True
+    ) -> torch.fx.GraphModule:
         """`decomposed`: the graph went through Inductor's decompositions, whose calls (silu's mul)
-        are not the model's own: only calls that were already there are matched."""
+        are not the model's own: only calls that were already there are matched. Without
+        `recompile`, the caller compiles the graph's code (after rewriting it further)."""
         self.graph_calls += len(_aten_calls(gm))
         # Longest chains first: a fused task's kernel takes its whole subgraph before a single
         # op's kernel could take one of its calls.
@@ -270,7 +275,8 @@ class Patch:
         gm.graph.eliminate_dead_code(is_impure_node=lambda n: not _pure(n))
         self.unmatched += sum(captured_form(n)[0] in self.anchors for n in _aten_calls(gm))
         gm.graph.lint()
-        gm.recompile()
+        if recompile:
+            gm.recompile()
         return gm
 
     def _replace(self, gm: torch.fx.GraphModule, match: _Match, kernel: Kernel) -> set[torch.fx.Node]:

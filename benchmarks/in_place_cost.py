@@ -33,7 +33,7 @@ class ChunkedBlocks(torch.nn.Module):
         return x
 
 
-def median_ms(fn, runs: int = 9) -> float:
+def median_ms(fn, runs: int = 5) -> float:
     fn()
     times = []
     for _ in range(runs):
@@ -75,4 +75,4 @@ def main(sizes: list[int]) -> None:
 
 
 if __name__ == "__main__":
-    main([int(a) for a in sys.argv[1:]] or [4, 16])
+    main([int(a) for a in sys.argv[1:]] or [2, 8])

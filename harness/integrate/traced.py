@@ -4,6 +4,7 @@ Tracing is the dear part (docs/integrate.md, "One trace per model run")."""
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -27,7 +28,12 @@ class Traced:
         self.graphs: list[torch.fx.GraphModule] = []
         self.patch: Patch | None = None
         # Forward graphs only: a backward graph's adds and muls are the gradient's, not the task's.
-        backend = aot_autograd(fw_compiler=self._traced, bw_compiler=lambda gm, _: gm)
+        traces = aot_autograd(fw_compiler=self._traced, bw_compiler=lambda gm, _: gm)
+
+        def backend(gm: torch.fx.GraphModule, example_inputs):
+            with _traced_as_eager_calls():  # while it traces only: the runs pay nothing for it
+                return traces(gm, example_inputs)
+
         self._compiled = torch.compile(model, backend=backend, dynamic=False)
 
     def using(self, patch: Patch):
@@ -35,8 +41,7 @@ class Traced:
 
         def run(*args, **kwargs):
             self.patch = patch
-            with _traced_as_eager_calls():
-                out = self._compiled(*args, **kwargs)
+            out = self._compiled(*args, **kwargs)
             if not self.graphs:
                 raise ForgeBenchError(
                     "Dynamo ran the model without tracing it, so no kernel can go in: this process has compiled "
@@ -66,10 +71,11 @@ class Traced:
 _DECOMPOSED_AT = (torch._C.DispatchKey.CompositeImplicitAutograd, torch._C.DispatchKey.Autograd)
 
 
-def _eager_ops() -> list:
+@functools.cache
+def _eager_ops() -> tuple:
     packets = [getattr(torch.ops.aten, name) for name in dir(torch.ops.aten) if "upsample" in name]
     resampling = [getattr(p, o) for p in packets if hasattr(p, "overloads") for o in p.overloads()]
-    return [*resampling, torch.ops.aten.dropout.default]
+    return (*resampling, torch.ops.aten.dropout.default)
 
 
 @contextmanager

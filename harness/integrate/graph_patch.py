@@ -20,7 +20,6 @@ With `record`, the pass leaves the calls as they are and copies the inputs and o
 from __future__ import annotations
 
 import copy
-import operator
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -29,9 +28,9 @@ import torch
 
 from harness.evaluate.timing import clone_inputs
 from harness.integrate import in_place
-from harness.integrate.signature import Input, Step, TaskCall, describe
+from harness.integrate.matching import CAPTURED_AS, Match, aten_calls, captured_form, matches
+from harness.integrate.signature import TaskCall
 
-aten = torch.ops.aten
 # Recorded calls per kernel: a layer repeated 40 times is checked on its first eight.
 MAX_RECORDED = 8
 # Each kernel's custom op, numbered across the process (ops cannot be defined twice).
@@ -47,102 +46,6 @@ class Kernel:
     task_id: str
     call: TaskCall
     module: torch.nn.Module
-
-
-def _batch_norm_in_eval(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    x, weight, bias, mean, var, momentum, eps = args
-    return (x, weight, bias, mean, var, False, momentum, eps), kwargs
-
-
-# Ops a traced graph holds in another spelling than eager dispatches them (and the capture
-# recorded), and how a call in the graph's spelling reads in the captured one.
-_CAPTURED_AS = {
-    aten._native_batch_norm_legit_no_training.default: (aten.native_batch_norm.default, _batch_norm_in_eval),
-}
-
-
-def captured_form(node: torch.fx.Node) -> tuple[Any, tuple, dict]:
-    op, args, kwargs = node.target, tuple(node.args), dict(node.kwargs)
-    if op in _CAPTURED_AS:
-        twin, convert = _CAPTURED_AS[op]
-        return twin, *convert(args, kwargs)
-    return op, args, kwargs
-
-
-def _layout(value: Any) -> Any:
-    if isinstance(value, torch.fx.Node):
-        value = value.meta.get("val")
-    return describe(value) if isinstance(value, torch.Tensor) else None
-
-
-class _Match:
-    """A unification of a task's steps with graph nodes, and of its inputs with graph values."""
-
-    def __init__(self, call: TaskCall):
-        self.call = call
-        self.steps: dict[int, torch.fx.Node] = {}
-        self.inputs: dict[int, torch.fx.Node] = {}
-        self.reads: set[torch.fx.Node] = set()  # getitem nodes inside the match
-
-    def step(self, j: int, node: Any) -> bool:
-        if not isinstance(node, torch.fx.Node) or node.op != "call_function":
-            return False
-        if j in self.steps:
-            return self.steps[j] is node
-        if node in self.steps.values() or not isinstance(node.target, torch._ops.OpOverload):
-            return False
-        op, args, kwargs = captured_form(node)
-        want_op, want_args, want_kwargs = self.call.steps[j]
-        if op is not want_op or set(kwargs) != set(want_kwargs) or len(args) != len(want_args):
-            return False
-        self.steps[j] = node
-        return self.value(want_args, args) and all(self.value(want_kwargs[k], kwargs[k]) for k in want_kwargs)
-
-    def value(self, want: Any, got: Any) -> bool:
-        if isinstance(want, Input):
-            if _layout(got) != want.layout or not isinstance(got, torch.fx.Node):
-                return False
-            return self.inputs.setdefault(want.index, got) is got
-        if isinstance(want, Step):
-            if self.call.outputs_per_step[want.step] > 1:
-                if not (
-                    isinstance(got, torch.fx.Node) and got.target is operator.getitem and got.args[1] == want.output
-                ):
-                    return False
-                self.reads.add(got)
-                got = got.args[0]
-            return self.step(want.step, got)
-        if isinstance(want, (list, tuple)):
-            return isinstance(got, (list, tuple)) and len(want) == len(got) and all(map(self.value, want, got))
-        return not isinstance(got, torch.fx.Node) and describe(got) == describe(want)
-
-    def left_open(self) -> str | None:
-        """Why the matched calls cannot be replaced, or None: a result inside the match is read by
-        a call outside it, or of the final call an output other than the one forward returns is
-        read (batch norm's saved statistics are not, in inference)."""
-        final = self.steps[self.call.final]
-        inside = set(self.steps.values()) | self.reads
-        if len(self.steps) != len(self.call.steps) or len(self.inputs) != self.call.n_inputs:
-            return "the matched calls do not cover the task"  # not reached: step() unifies them all
-        for j, node in self.steps.items():
-            readers = set(node.users)
-            if node is final:
-                if self.call.outputs_per_step[j] > 1 and not all(
-                    u.target is operator.getitem and u.args[1] == self.call.output_index for u in readers
-                ):
-                    return f"the model reads an output of {node.target} other than the one the task returns"
-                continue
-            for reader in readers:
-                if reader not in inside or (reader in self.reads and not set(reader.users) <= inside):
-                    return (
-                        f"the model makes the task's calls, but also reads the result of {node.target} "
-                        "inside them, which the kernel does not return"
-                    )
-        return None
-
-
-def _aten_calls(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
-    return [n for n in gm.graph.nodes if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)]
 
 
 class Patch:
@@ -181,7 +84,7 @@ class Patch:
         from torch._inductor.decomposition import select_decomp_table
 
         full = select_decomp_table()
-        kept = {op for k in self.kernels for op, _, _ in k.call.steps} | set(_CAPTURED_AS)
+        kept = {op for k in self.kernels for op, _, _ in k.call.steps} | set(CAPTURED_AS)
         table = {op: fn for op, fn in full.items() if op not in kept}
         held_back = {op for op in full if op in kept}
 
@@ -190,7 +93,7 @@ class Patch:
             # The kernels' ops that no kernel took are decomposed now, as Inductor would have: it
             # fuses them as in plain torch.compile, where an op left whole would run as a library
             # call (and torch 2.11 refuses to fall back on an op it has a decomposition for).
-            if {n.target for n in _aten_calls(gm)} & held_back:
+            if {n.target for n in aten_calls(gm)} & held_back:
                 gm = _decompose(gm, example_inputs, full, self._matched)  # what theirs decompose into, too
             return compile_fx_inner(gm, example_inputs, **kwargs)
 
@@ -231,8 +134,8 @@ class Patch:
         chain's may): what a kernel's share of the model's time is a share of. Counted by a
         recording pass; with graph breaks, a graph counts as often as it ran."""
         total: Counter = Counter()
-        for traced, matches in self._sites.items():
-            for task_id, n in matches.items():
+        for traced, counts in self._sites.items():
+            for task_id, n in counts.items():
                 total[task_id] += n * self._runs[traced]
         return total
 
@@ -243,10 +146,8 @@ class Patch:
     def _matches(self, gm: torch.fx.GraphModule) -> Counter:
         found: Counter = Counter()
         for kernel in self.kernels:
-            for node in _aten_calls(gm):
-                if captured_form(node)[0] is kernel.call.anchor and _Match(kernel.call).step(kernel.call.final, node):
-                    found[kernel.task_id] += 1
-        return found
+            found[kernel.task_id] += sum(1 for _ in matches(kernel.call, gm))
+        return +found  # tasks with no call at their signature left out
 
     def _pass(
         self, gm: torch.fx.GraphModule, example_inputs, decomposed: bool = False, recompile: bool = True
@@ -254,32 +155,24 @@ class Patch:
         """`decomposed`: the graph went through Inductor's decompositions, whose calls (silu's mul)
         are not the model's own: only calls that were already there are matched. Without
         `recompile`, the caller compiles the graph's code (after rewriting it further)."""
-        self.graph_calls += len(_aten_calls(gm))
+        self.graph_calls += len(aten_calls(gm))
         # Longest chains first: a fused task's kernel takes its whole subgraph before a single
         # op's kernel could take one of its calls.
         for kernel in sorted(self.kernels, key=lambda k: -len(k.call.steps)):
-            for node in _aten_calls(gm):
-                if captured_form(node)[0] is not kernel.call.anchor:
-                    continue
-                original = node.meta.get("original_aten")
-                if decomposed and original is not None and str(original) != str(node.target):
-                    continue
-                match = _Match(kernel.call)
-                if not match.step(kernel.call.final, node):
-                    continue
+            for match in matches(kernel.call, gm, decomposed):
                 why = match.left_open()
                 if why:
                     self.left_open.setdefault(kernel.task_id, why)
                     continue
                 _erase_unread(gm.graph, self._replace(gm, match, kernel))
         gm.graph.eliminate_dead_code(is_impure_node=lambda n: not _pure(n))
-        self.unmatched += sum(captured_form(n)[0] in self.anchors for n in _aten_calls(gm))
+        self.unmatched += sum(captured_form(n)[0] in self.anchors for n in aten_calls(gm))
         gm.graph.lint()
         if recompile:
             gm.recompile()
         return gm
 
-    def _replace(self, gm: torch.fx.GraphModule, match: _Match, kernel: Kernel) -> set[torch.fx.Node]:
+    def _replace(self, gm: torch.fx.GraphModule, match: Match, kernel: Kernel) -> set[torch.fx.Node]:
         """The match's last call becomes a call of the kernel's custom op on the subgraph's inputs;
         the chain's calls then feed nothing: they are returned, to be erased."""
         final = match.steps[kernel.call.final]

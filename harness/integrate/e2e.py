@@ -306,7 +306,8 @@ def describe(found: dict) -> str:
         f"{found['model']}: {int(m['kernels_kept'])} kernels kept, {int(m['kernels_rejected'])} not"
         + (f" (workload changed: {' '.join(changed)}; the prediction is the captured workload's)" if changed else ""),
         tabulate(rows),
-        f"patched against eager, by their timing spreads: {found['patched_vs_eager']}",
+        f"patched against eager, by their timing spreads: {found['patched_vs_eager']}"
+        + "".join(f"; {name}: {said}" for name, said in found.get("phases_vs_eager", {}).items() if name != "model"),
     ]
     lines.append(
         f"output error vs eager: max {found.get('max_output_error', 0):.3g}, "

@@ -165,39 +165,70 @@ def versus(a: dict, b: dict) -> str:
     return "slower" if a["p20_ms"] > b["p80_ms"] else "tie"
 
 
+def difference(whole: dict, part: dict) -> dict:
+    """The timing of what `whole` does beyond `part` (an LLM's decode steps: the request less its
+    prefill), its spread the widest the two spreads allow."""
+    return {
+        "median_ms": whole["median_ms"] - part["median_ms"],
+        "p20_ms": whole["p20_ms"] - part["p80_ms"],
+        "p80_ms": whole["p80_ms"] - part["p20_ms"],
+    }
+
+
 def settle(
     kept: list[Kernel],
     decisions: list[Decision],
-    eager: dict,
-    patched: Callable[[list[Kernel]], tuple],
+    eager: dict[str, dict],
+    patched: Callable[[list[Kernel]], dict[str, tuple]],
     confirm: Callable[[list[Kernel]], list[Kernel]],
-) -> tuple[list[Kernel], tuple]:
-    """The kept kernels the whole model is not slower with, and the last patched run: `patched(kernels)`
-    gives (patch, output, hits per kernel in one forward, timing). The guard's promise holds for the
-    whole model, not only for each kernel in place: a model whose host issues its calls no faster
-    than the GPU runs them can be slower with kernels that are each faster alone (a kernel's launch
-    costs more host time than the library call it replaces). While the patched model is slower than
-    eager beyond the spreads, the kernel that ran and saved the least in place goes (its decision
-    becomes slower_in_model), and the rest are confirmed and timed again. With no kernel that ran
-    left, what is slower is the graph pass itself."""
+) -> tuple[list[Kernel], dict[str, tuple]]:
+    """The kept kernels no phase of the model is slower with, and the last patched runs. `eager`
+    times each phase the model is reported by (the whole forward; an LLM's prefill and decode
+    steps too); `patched(kernels)` gives each phase's (patch, output, hits per kernel in one
+    forward, timing). The guard's promise holds for every phase, not only for each kernel in place:
+    a model whose host issues its calls no faster than the GPU runs them can be slower with kernels
+    that are each faster alone (a kernel's launch costs more host time than the library call it
+    replaces). While a phase is slower than eager's beyond the spreads, the kernel that ran in it
+    and saved the least in place goes (its decision becomes slower_in_model), and the rest are
+    confirmed and timed again. A slower phase that ran no kernel is the graph pass's own cost: the
+    kernels that ran elsewhere all go, and the model runs as it is. With no kernel that ran left,
+    what is slower is the graph pass itself."""
     by_id = {d.task_id: d for d in decisions}
-    run = patched(kept)
-    while versus(run[3], eager) == "slower" and any(run[2].get(k.task_id) for k in kept):
-        hits, timing = run[2], run[3]
+    runs = patched(kept)
 
-        def saving(k: Kernel, hits=hits) -> float:  # ms a forward, by the in-place timings
-            d = by_id[k.task_id]
-            return ((d.op_ms or 0.0) - (d.kernel_ms or 0.0)) * hits.get(k.task_id, 0)
+    def ran(hits: dict) -> list[Kernel]:
+        return [k for k in kept if hits.get(k.task_id)]
 
-        weakest = min((k for k in kept if hits.get(k.task_id)), key=saving)
-        decision = by_id[weakest.task_id]
-        decision.decision = "slower_in_model"
-        decision.reason = (
-            f"with it and {len(kept) - 1} other kept kernels in place the model took "
-            f"{timing['median_ms']:.4g} ms (p20 {timing['p20_ms']:.4g}) against eager's "
-            f"{eager['median_ms']:.4g} ms (p80 {eager['p80_ms']:.4g}); it saved the least in place "
-            f"({saving(weakest) * 1e3:.3g} us a forward), so it went first"
-        )
-        kept = confirm([k for k in kept if k is not weakest])
-        run = patched(kept)
-    return kept, run
+    while True:
+        slower = [name for name in eager if versus(runs[name][3], eager[name]) == "slower"]
+        anywhere = {k.task_id: k for name in runs for k in ran(runs[name][2])}
+        if not slower or not anywhere:
+            return kept, runs
+        name = slower[0]
+        hits, timing = runs[name][2], runs[name][3]
+        took = f"with it and {len(kept) - 1} other kept kernels in place the {name} took {timing['median_ms']:.4g} ms"
+        base = eager[name]
+        against = f"(p20 {timing['p20_ms']:.4g}) against eager's {base['median_ms']:.4g} ms (p80 {base['p80_ms']:.4g})"
+        if not ran(hits):
+            going = list(anywhere.values())
+            for k in going:
+                by_id[k.task_id].decision = "slower_in_model"
+                by_id[k.task_id].reason = (
+                    f"{took} {against}, and ran no kernel there: the graph pass alone made it slower, so every "
+                    "kernel went and the model runs as it is"
+                )
+        else:
+
+            def saving(k: Kernel, hits=hits) -> float:  # ms a forward, by the in-place timings
+                d = by_id[k.task_id]
+                return ((d.op_ms or 0.0) - (d.kernel_ms or 0.0)) * hits.get(k.task_id, 0)
+
+            going = [min(ran(hits), key=saving)]
+            by_id[going[0].task_id].decision = "slower_in_model"
+            by_id[going[0].task_id].reason = (
+                f"{took} {against}; it saved the least there in place ({saving(going[0]) * 1e3:.3g} us a forward), "
+                "so it went first"
+            )
+        gone = {k.task_id for k in going}
+        kept = confirm([k for k in kept if k.task_id not in gone])
+        runs = patched(kept)

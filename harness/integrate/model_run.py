@@ -17,6 +17,7 @@ import os
 import sys
 import time
 import traceback
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -127,20 +128,6 @@ class _Phases:
             os.replace(written, self.partial)
 
 
-def prefill_apart(work, kept: list[Kernel], timed, phase, found: dict) -> None:
-    """An LLM's prefill timed on its own, eager and patched, into found beside the whole request
-    (prefill then the decode steps): what each decode step costs is the difference over the steps."""
-    prefill = PrefillThenDecode(work.model.lm, 0)
-    phase("timing the prefill alone", found)
-    found["timings"]["eager_prefill"] = timed(lambda: prefill(*work.inputs))
-    torch._dynamo.reset()
-    phase("tracing the prefill alone", found)
-    patched_prefill = Patch(kept).compile(prefill)
-    patched_prefill(*work.inputs)
-    found["timings"]["patched_prefill"] = timed(lambda: patched_prefill(*work.inputs))
-    found["decode_steps"] = work.model.decode_steps
-
-
 def compiled(work, kept: list[Kernel], calling, timed, eager_out, phase, found: dict) -> None:
     """torch.compile of the model, and of the model with the kept kernels in place (each an opaque
     op to Inductor), timed into found; where Inductor fails, why."""
@@ -232,45 +219,74 @@ def run(request: dict) -> dict:
     found["timings"]["eager"] = timed(work.run)
     phase("timed eager; timing the model with the kept kernels", found)
 
+    # The phases the model is reported by, each traced once: the whole forward, and an LLM's
+    # prefill alone (its decode steps are the difference). The guard holds each to eager's time.
+    traced = {"model": model}
+    eager = {"model": found["timings"]["eager"]}
+    llm = isinstance(work.model, PrefillThenDecode) and work.model.decode_steps > 0
+    if llm:
+        prefill = PrefillThenDecode(work.model.lm, 0)
+        found["decode_steps"] = work.model.decode_steps
+        found["timings"]["eager_prefill"] = eager["prefill"] = timed(calling(prefill))
+        eager["decode"] = guard.difference(eager["model"], eager["prefill"])
+        traced["prefill"] = Traced(prefill)
+        phase("timed the prefill alone", found)
     superseded: list[Patch] = []
 
-    def patched(kernels: list[Kernel]):
-        for earlier in superseded:  # an earlier kept set's graph: settle timed it and moved on
+    def patched(kernels: list[Kernel]) -> dict[str, tuple]:
+        for earlier in superseded:  # an earlier kept set's graphs: settle timed them and moved on
             earlier.release()
         phase(f"timing the model with {len(kernels)} kept kernels in place", found)
-        patch = Patch(kernels)
-        superseded.append(patch)
-        run_patched = calling(model.using(patch))
-        out = run_patched()  # patched here
-        hits = dict(patch.hits)  # one forward's: the timing adds to the counts
-        return patch, out, hits, timed(run_patched)
+        runs = {}
+        for name, each in traced.items():
+            patch = Patch(kernels)
+            superseded.append(patch)
+            run_patched = calling(each.using(patch))
+            out = run_patched()  # patched here
+            runs[name] = (patch, out, dict(patch.hits), timed(run_patched))  # hits: one forward's
+        if llm:
+            model_hits, prefill_hits = Counter(runs["model"][2]), Counter(runs["prefill"][2])
+            runs["decode"] = (
+                None,
+                None,
+                dict(model_hits - prefill_hits),
+                guard.difference(runs["model"][3], runs["prefill"][3]),
+            )
+        return runs
 
-    kept, (patch, patched_out, hits, patched_t) = guard.settle(
+    kept, runs = guard.settle(
         kept,
         decisions,
-        found["timings"]["eager"],
+        eager,
         patched,
         lambda kernels: guard.confirm(model, forward, kernels, decisions, tolerances),
     )
+    patch, patched_out, hits, patched_t = runs["model"]
     found["hits_per_forward"] = hits
     found["unmatched_calls"] = patch.unmatched
     if not any(hits.values()):
         # No kernel left to put in: a user installs nothing, and runs the model as it is.
         found["patched_is_eager"] = True
         patched_t, patched_out = found["timings"]["eager"], eager_out
+        runs = {name: (None, None, {}, eager[name]) for name in eager}
     found["timings"]["patched_eager"] = patched_t
+    found["phases_vs_eager"] = {name: guard.versus(runs[name][3], eager[name]) for name in eager}
+    if llm:
+        found["timings"]["patched_prefill"] = runs["prefill"][3]
     phase("timed the patched model; timing the graph pass alone", found)
     # The same graph pass with no kernel: what running the graph as FX code costs, and whether the
     # traced graph alone computes what eager does (a model may take other paths when traced).
-    bare = Patch([])
-    run_bare = calling(model.using(bare))
-    found["graph_only_agreement"] = agreement(eager_out, run_bare())
-    found["graph_calls_per_forward"] = bare.graph_calls
-    found["reinplace_error"] = bare.reinplace_error or patch.reinplace_error
-    found["timings"]["graph_only"] = timed(run_bare)
-    bare.release()
-    if isinstance(work.model, PrefillThenDecode) and work.model.decode_steps > 0:
-        prefill_apart(work, kept, timed, phase, found)
+    for name, each in traced.items():
+        bare = Patch([])
+        run_bare = calling(each.using(bare))
+        bare_out = run_bare()
+        key = "graph_only" if name == "model" else f"graph_only_{name}"
+        if name == "model":
+            found["graph_only_agreement"] = agreement(eager_out, bare_out)
+            found["graph_calls_per_forward"] = bare.graph_calls
+            found["reinplace_error"] = bare.reinplace_error or patch.reinplace_error
+        found["timings"][key] = timed(run_bare)
+        bare.release()
     if request.get("compile", True):
         compiled(work, kept, calling, timed, eager_out, phase, found)
     found.update(agreement(eager_out, patched_out))

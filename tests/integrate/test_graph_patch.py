@@ -211,13 +211,15 @@ def test_a_model_slower_with_its_kernels_loses_the_one_that_saved_least_until_it
     model_ms = {4: 12.0, 3: 11.0, 2: 9.8}  # by kernels in place; eager takes 10 ms
 
     def patched(kept):
-        return None, None, {k.task_id: hits[k.task_id] for k in kept if k.task_id in hits}, _spread(model_ms[len(kept)])
+        ran = {k.task_id: hits[k.task_id] for k in kept if k.task_id in hits}
+        return {"model": (None, None, ran, _spread(model_ms[len(kept)]))}
 
-    kept, (_, _, _, timing) = guard.settle(kernels, decisions, _spread(10.0), patched, lambda ks: ks)
+    kept, runs = guard.settle(kernels, decisions, {"model": _spread(10.0)}, patched, lambda ks: ks)
+    timing = runs["model"][3]
     assert [k.task_id for k in kept] == ["k2", "k3"] and timing["median_ms"] == 9.8
     by_id = {d.task_id: d for d in decisions}
     assert [by_id[t].decision for t in ("k0", "k1", "k2", "k3")] == ["slower_in_model"] * 2 + ["kept"] * 2
-    assert "saved the least in place (100 us a forward)" in by_id["k1"].reason  # 1.0 - 0.9 ms, once
+    assert "saved the least there in place (100 us a forward)" in by_id["k1"].reason  # 1.0 - 0.9 ms, once
 
 
 def test_with_only_kernels_that_never_ran_left_the_pass_itself_is_what_is_slower(tmp_path):
@@ -227,10 +229,60 @@ def test_with_only_kernels_that_never_ran_left_the_pass_itself_is_what_is_slower
 
     def patched(kept):
         calls.append(len(kept))
-        return None, None, {}, _spread(12.0)
+        return {"model": (None, None, {}, _spread(12.0))}
 
-    kept, _ = guard.settle([kernel], decisions, _spread(10.0), patched, lambda ks: ks)
+    kept, _ = guard.settle([kernel], decisions, {"model": _spread(10.0)}, patched, lambda ks: ks)
     assert kept == [kernel] and decisions[0].decision == "kept" and calls == [1]
+
+
+def test_every_reported_phase_is_held_to_eagers_time_not_only_the_whole_forward(tmp_path):
+    # An LLM's request is no slower with both kernels, but its prefill is: the kernel that ran in
+    # the prefill goes, though the decode kernel saved less over the whole request.
+    kernels = [_kernel(tmp_path, CHAIN, t) for t in ("at_prefill", "at_decode")]
+    decisions = [guard.Decision(k.task_id, "kept", op_ms=1.0, kernel_ms=0.5) for k in kernels]
+    eager = {"model": _spread(100.0), "prefill": _spread(40.0)}
+    eager["decode"] = guard.difference(eager["model"], eager["prefill"])
+
+    def patched(kept):
+        ids = {k.task_id for k in kept}
+        prefill = _spread(44.0 if "at_prefill" in ids else 40.0)
+        whole = _spread(99.0 if "at_prefill" in ids else 95.0)
+        runs = {
+            "model": (None, None, {t: 4 for t in ids}, whole),
+            "prefill": (None, None, {t: 4 for t in ids & {"at_prefill"}}, prefill),
+        }
+        runs["decode"] = (None, None, {t: 4 for t in ids & {"at_decode"}}, guard.difference(whole, prefill))
+        return runs
+
+    kept, runs = guard.settle(kernels, decisions, eager, patched, lambda ks: ks)
+    assert [k.task_id for k in kept] == ["at_decode"] and runs["prefill"][3]["median_ms"] == 40.0
+    assert decisions[0].decision == "slower_in_model" and "the prefill took 44 ms" in decisions[0].reason
+    assert decisions[1].decision == "kept"
+
+
+def test_a_phase_slower_with_no_kernel_in_it_takes_every_kernel_out(tmp_path):
+    # The graph pass alone makes the prefill slower; no kernel ran there, so dropping one at a time
+    # cannot help it: all go at once, and the model runs as it is.
+    kernels = [_kernel(tmp_path, CHAIN, t) for t in ("a", "b")]
+    decisions = [guard.Decision(k.task_id, "kept", op_ms=1.0, kernel_ms=0.5) for k in kernels]
+    eager = {"model": _spread(100.0), "prefill": _spread(40.0)}
+    seen = []
+
+    def patched(kept):
+        seen.append(len(kept))
+        hits = {k.task_id: 2 for k in kept}
+        return {"model": (None, None, hits, _spread(90.0)), "prefill": (None, None, {}, _spread(45.0))}
+
+    kept, _ = guard.settle(kernels, decisions, eager, patched, lambda ks: ks)
+    assert kept == [] and seen == [2, 0]
+    assert all(d.decision == "slower_in_model" and "ran no kernel there" in d.reason for d in decisions)
+
+
+def test_a_difference_of_timings_takes_the_widest_spread():
+    d = guard.difference(
+        {"median_ms": 10.0, "p20_ms": 9.0, "p80_ms": 11.0}, {"median_ms": 4.0, "p20_ms": 3.5, "p80_ms": 4.5}
+    )
+    assert d == {"median_ms": 6.0, "p20_ms": 4.5, "p80_ms": 7.5}
 
 
 class ChunkWrites(torch.nn.Module):

@@ -52,6 +52,8 @@ def test_an_llm_request_is_timed_whole_and_its_prefill_alone_and_every_steps_tok
     # No kernel to put in: the patched model is the model as it is, and its traced graph agrees.
     assert found["patched_is_eager"] and found["timings"]["patched_eager"] == found["timings"]["eager"]
     assert found["graph_only_agreement"]["tokens_match"] is True and found["reinplace_error"] is None
+    assert found["phases_vs_eager"] == {"model": "tie", "prefill": "tie", "decode": "tie"}
+    assert "graph_only_prefill" in found["timings"]
     metrics = e2e.summary_metrics(found)
     for key in ("prefill_eager_ms", "prefill_patched_ms", "e2e_prefill_speedup_vs_eager", "decode_step_eager_ms"):
         assert metrics[key] > 0, (key, metrics)

@@ -64,6 +64,9 @@ class Patch:
         self.unmatched = 0  # graph calls of the kernels' final ops left to PyTorch (no task matched them)
         self.left_open: dict[str, str] = {}  # task id -> why its calls, found, could not be replaced
         self.reinplace_error: str | None = None  # why a graph ran functional (_in_place)
+        # Kernels switched off: their ops run the task's own calls. The guard weighs a smaller kept set
+        # on the same pass (a pass over an LLM's graph takes a minute) before it passes the graph again.
+        self.off: set[str] = set()
         self._library = torch.library.Library(_NAMESPACE, "FRAGMENT")
         self._matched: dict[Any, tuple] = {}  # each kernel op -> its inputs as matched (eager_input_vals)
         # Each traced graph (by identity), this pass over a copy of it, and how often it ran.
@@ -238,6 +241,8 @@ class Patch:
                     copies, (output,) = clone_inputs(inputs), clone_inputs([result])
                     self.recorded[kernel.task_id].append((copies, output))
                 return declared(result, inputs)
+            if kernel.task_id in self.off:
+                return declared(call.replay(list(inputs)), inputs)
             try:
                 moved = [i for i, (t, want) in enumerate(zip(inputs, layouts)) if _strided(t) != want]
                 if moved:

@@ -121,6 +121,17 @@ def test_passes_over_one_trace_do_not_trace_again_nor_change_the_trace(tmp_path)
     assert bare.replaced == 0 and bare.graph_calls == patched.graph_calls > 0  # each pass saw the same graph, once
 
 
+def test_a_kernel_switched_off_runs_the_tasks_own_calls_on_the_same_pass(tmp_path):
+    kernel, a, b = _kernel(tmp_path, module=AddRelu()), torch.randn(8, 16), torch.randn(8, 16)  # a wrong kernel
+    patch = Patch([kernel])
+    run = Traced(AddRelu()).using(patch)
+    with torch.no_grad():
+        assert not torch.equal(run(a, b), AddRelu()(a, b)) and patch.hits == {"add_relu": 1}
+        patch.off = {"add_relu"}
+        assert torch.equal(run(a, b), AddRelu()(a, b)) and patch.hits == {"add_relu": 1} and not patch.fallbacks
+    assert len(patch._passed) == 1  # no second pass
+
+
 def test_one_patch_over_two_models_runs_each_its_own_graph(tmp_path):
     class AddReluTwice(torch.nn.Module):
         def forward(self, a, b):

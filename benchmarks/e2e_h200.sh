@@ -14,6 +14,9 @@ if [ ! -d /tmp/site ]; then
 fi
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 MLFLOW_TRACKING_URI=sqlite:////tmp/fb/mlflow.db
 mkdir -p /tmp/fb
+# A call stopped by the device's limit still brings back what each model run had measured so far.
+trap 'for f in /tmp/fb/e2e-*/model_run.partial.json; do [ -f "$f" ] && cp "$f" "$out/$(basename "$(dirname "$f")")_partial.json"; done' EXIT
+trap 'exit 124' TERM INT
 for item in "$@"; do
     model=${item%%:*}
     overrides=()

@@ -5,6 +5,7 @@ Tracing is the dear part (docs/integrate.md, "One trace per model run")."""
 from __future__ import annotations
 
 import functools
+import sys
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -41,7 +42,8 @@ class Traced:
 
         def run(*args, **kwargs):
             self.patch = patch
-            out = self._compiled(*args, **kwargs)
+            with _library_paths_as_eager():  # at every call: Dynamo's guards see what the trace saw
+                out = self._compiled(*args, **kwargs)
             if not self.graphs:
                 raise ForgeBenchError(
                     "Dynamo ran the model without tracing it, so no kernel can go in: this process has compiled "
@@ -93,3 +95,29 @@ def _traced_as_eager_calls():
         for op, key, kernel in taken:
             op.py_kernels[key] = kernel
             op._dispatch_cache.clear()
+
+
+def _tracing_a_mask(tensor=None) -> bool:
+    """transformers' is_tracing, asked of a mask tensor; with no mask, not tracing (as eager)."""
+    return tensor is not None and sys.modules["transformers.utils.import_utils"].is_tracing(tensor)
+
+
+@contextmanager
+def _library_paths_as_eager():
+    """transformers builds an explicit causal mask when it sees Dynamo trace (masking_utils.is_tracing:
+    an export of dynamic shapes could not keep SDPA's is_causal), where eager, with no padding mask,
+    passes none and lets SDPA mask causally, by flash attention on a GPU. On the CPU machine a small
+    Qwen3.5's traced prefill took 1.3x eager's time, most of it the mask's build and the masked
+    attention (docs/integrate.md). A Traced model runs at the shapes it was traced at, under
+    Dynamo's guards, so eager's choice holds for it; a call given a mask still builds one, as its
+    contents are the input's."""
+    masking = sys.modules.get("transformers.masking_utils")
+    original = getattr(masking, "is_tracing", None)
+    if original is None:  # no transformers in this process, or one without the function
+        yield
+        return
+    masking.is_tracing = _tracing_a_mask
+    try:
+        yield
+    finally:
+        masking.is_tracing = original

@@ -2,6 +2,7 @@
 the task's calls and reads none of their intermediate results; otherwise it says why."""
 
 import importlib.util
+import sys
 import textwrap
 
 import torch
@@ -344,6 +345,54 @@ def test_resampling_and_dropout_are_traced_as_eager_calls_them_not_as_a_gather_a
     assert torch.ops.aten.clone.default not in ran
     for op in (torch.ops.aten.upsample_nearest2d.vec, torch.ops.aten.dropout.default):
         assert torch._C.DispatchKey.CompositeImplicitAutograd in op.py_kernels
+
+
+# transformers' masking code, as it reads: is_tracing from its own module's globals, and a causal mask
+# built only where it sees a trace (masking_utils._ignore_causal_mask_sdpa).
+MASKING = """
+import torch
+
+def is_tracing(tensor=None):
+    return torch.compiler.is_compiling()
+
+def attend(q, k, v, padding_mask=None):
+    if padding_mask is None and not is_tracing(padding_mask):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    n = q.shape[-2]
+    mask = torch.ones(n, n, dtype=torch.bool).tril()
+    if padding_mask is not None:
+        mask = mask & padding_mask[:, None, None, :]
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+"""
+
+
+def test_a_library_that_masks_only_when_traced_runs_as_eager_does_in_the_traced_graph(monkeypatch):
+    import types
+
+    masking, tools = types.ModuleType("transformers.masking_utils"), types.ModuleType("transformers.utils.import_utils")
+    exec(MASKING, masking.__dict__)
+    tools.is_tracing = masking.is_tracing
+    monkeypatch.setitem(sys.modules, "transformers.masking_utils", masking)
+    monkeypatch.setitem(sys.modules, "transformers.utils.import_utils", tools)
+
+    class Attention(torch.nn.Module):
+        def forward(self, q, k, v, padding_mask=None):
+            return masking.attend(q, k, v, padding_mask)
+
+    q, k, v = (torch.randn(2, 2, 16, 8) for _ in range(3))
+    traced = Traced(Attention())
+    with torch.no_grad():
+        for _ in range(2):  # the second call passes Dynamo's guards: no second trace
+            assert torch.allclose(traced.using(Patch([]))(q, k, v), Attention()(q, k, v), atol=1e-6)
+    assert len(traced.graphs) == 1 and masking.is_tracing is tools.is_tracing  # put back after each call
+    calls = {str(n.target) for n in traced.graphs[0].graph.nodes if n.op == "call_function"}
+    assert not any("tril" in c or "where" in c for c in calls), calls  # no mask built
+    # Given a padding mask, the library builds its mask when traced, as it would under torch.compile.
+    padded = Traced(Attention())
+    keep = torch.ones(2, 16, dtype=torch.bool)
+    with torch.no_grad():
+        padded.using(Patch([]))(q, k, v, keep)
+    assert any("tril" in str(n.target) for n in padded.graphs[0].graph.nodes)
 
 
 class KeepsItsOutput(torch.nn.Module):

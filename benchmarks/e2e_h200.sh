@@ -4,6 +4,8 @@
 # that run, then `forgebench leaderboard --e2e`. Logs and each e2e.json (or the model run's partial
 # file, if its timeout stopped it) go to $OUT. Needs the wheels of benchmarks/gpu_wheels.sh in .whl/.
 #   bash benchmarks/e2e_h200.sh SUITE_TIMEOUT_S E2E_TIMEOUT_S qwen35:capture.workload.layers=8,--no-compile sd35:capture.workload.steps=1
+# The suite runs go to $OUT/suites.tgz. A later call that carries that file as .fb/suites.tgz skips
+# the suite runs and gives the whole call to `forgebench e2e` (a big model's run takes minutes).
 set -u
 suite_timeout=$1 e2e_timeout=$2
 shift 2
@@ -14,6 +16,8 @@ if [ ! -d /tmp/site ]; then
 fi
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 MLFLOW_TRACKING_URI=sqlite:////tmp/fb/mlflow.db
 mkdir -p /tmp/fb
+carried=.fb/suites.tgz
+[ -f "$carried" ] && tar xzf "$carried" -C / && echo "== suite runs from $carried" | tee -a "$out/summary.txt"
 # A call stopped by the device's limit still brings back what each model run had measured so far.
 trap 'for f in /tmp/fb/e2e-*/model_run.partial.json; do [ -f "$f" ] && cp "$f" "$out/$(basename "$(dirname "$f")")_partial.json"; done' EXIT
 trap 'exit 124' TERM INT
@@ -26,12 +30,16 @@ for item in "$@"; do
             if [[ $pair == --* ]]; then overrides+=("$pair"); else overrides+=(--override "$pair"); fi
         done
     fi
-    run_dir=/tmp/fb/$model-$(date +%s)
-    echo "== $model: suite into $run_dir ($(date +%T))" | tee -a "$out/summary.txt"
-    timeout "$suite_timeout" python3 -m pytest suite/ -q -p no:cacheprovider --tasks="$model-e2e" --agent=oneshot \
-        --platform=triton --override 'platform.baselines=[eager]' --override "run_dir=$run_dir" \
-        > "$out/${model}_suite.log" 2>&1
-    tail -3 "$out/${model}_suite.log" | tee -a "$out/summary.txt"
+    run_dir=$(ls -d /tmp/fb/$model-[0-9]* 2>/dev/null | tail -1)
+    if [ -z "$run_dir" ]; then
+        run_dir=/tmp/fb/$model-$(date +%s)
+        echo "== $model: suite into $run_dir ($(date +%T))" | tee -a "$out/summary.txt"
+        timeout "$suite_timeout" python3 -m pytest suite/ -q -p no:cacheprovider --tasks="$model-e2e" --agent=oneshot \
+            --platform=triton --override 'platform.baselines=[eager]' --override "run_dir=$run_dir" \
+            > "$out/${model}_suite.log" 2>&1
+        tail -3 "$out/${model}_suite.log" | tee -a "$out/summary.txt"
+        (cd / && tar czf "$out/suites.tgz" tmp/fb/mlflow.db tmp/fb/*-[0-9]*)
+    fi
     echo "== $model: e2e ${overrides[*]} ($(date +%T))" | tee -a "$out/summary.txt"
     python3 -m harness.cli e2e --model "$model" --run "$run_dir" --device cuda --budget-ms 300 \
         --timeout-s "$e2e_timeout" --out "/tmp/fb/e2e-$model" "${overrides[@]}" \

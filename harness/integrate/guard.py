@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -165,6 +165,16 @@ def versus(a: dict, b: dict) -> str:
     return "slower" if a["p20_ms"] > b["p80_ms"] else "tie"
 
 
+class Run(NamedTuple):
+    """One phase of one patched forward: its pass (None for a phase got by difference), its output,
+    the calls each kernel took in one forward, and its timing."""
+
+    patch: Any
+    output: Any
+    hits: dict
+    timing: dict
+
+
 def difference(whole: dict, part: dict) -> dict:
     """The timing of what `whole` does beyond `part` (an LLM's decode steps: the request less its
     prefill), its spread the widest the two spreads allow."""
@@ -179,20 +189,19 @@ def settle(
     kept: list[Kernel],
     decisions: list[Decision],
     eager: dict[str, dict],
-    patched: Callable[[list[Kernel]], dict[str, tuple]],
+    patched: Callable[[list[Kernel]], dict[str, Run]],
     confirm: Callable[[list[Kernel]], list[Kernel]],
-) -> tuple[list[Kernel], dict[str, tuple]]:
+) -> tuple[list[Kernel], dict[str, Run]]:
     """The kept kernels no phase of the model is slower with, and the last patched runs. `eager`
     times each phase the model is reported by (the whole forward; an LLM's prefill and decode
-    steps too); `patched(kernels)` gives each phase's (patch, output, hits per kernel in one
-    forward, timing). The guard's promise holds for every phase, not only for each kernel in place:
-    a model whose host issues its calls no faster than the GPU runs them can be slower with kernels
-    that are each faster alone (a kernel's launch costs more host time than the library call it
-    replaces). While a phase is slower than eager's beyond the spreads, the kernel that ran in it
-    and saved the least in place goes (its decision becomes slower_in_model), and the rest are
-    confirmed and timed again. A slower phase that ran no kernel is the graph pass's own cost: the
-    kernels that ran elsewhere all go, and the model runs as it is. With no kernel that ran left,
-    what is slower is the graph pass itself."""
+    steps too); `patched(kernels)` gives each phase's Run. The guard's promise holds for every
+    phase, not only for each kernel in place: a model whose host issues its calls no faster than
+    the GPU runs them can be slower with kernels that are each faster alone (a kernel's launch
+    costs more host time than the library call it replaces). While a phase is slower than eager's
+    beyond the spreads, the kernel that ran in it and saved the least in place goes (its decision
+    becomes slower_in_model), and the rest are confirmed and timed again. A slower phase that ran
+    no kernel is the graph pass's own cost: the kernels that ran elsewhere all go, and the model
+    runs as it is. With no kernel that ran left, what is slower is the graph pass itself."""
     by_id = {d.task_id: d for d in decisions}
     runs = patched(kept)
 
@@ -200,12 +209,12 @@ def settle(
         return [k for k in kept if hits.get(k.task_id)]
 
     while True:
-        slower = [name for name in eager if versus(runs[name][3], eager[name]) == "slower"]
-        anywhere = {k.task_id: k for name in runs for k in ran(runs[name][2])}
+        slower = [name for name in eager if versus(runs[name].timing, eager[name]) == "slower"]
+        anywhere = {k.task_id: k for name in runs for k in ran(runs[name].hits)}
         if not slower or not anywhere:
             return kept, runs
         name = slower[0]
-        hits, timing = runs[name][2], runs[name][3]
+        hits, timing = runs[name].hits, runs[name].timing
         took = f"with it and {len(kept) - 1} other kept kernels in place the {name} took {timing['median_ms']:.4g} ms"
         base = eager[name]
         against = f"(p20 {timing['p20_ms']:.4g}) against eager's {base['median_ms']:.4g} ms (p80 {base['p80_ms']:.4g})"

@@ -242,7 +242,7 @@ def run(request: dict) -> dict:
             earlier.release()
         passed.clear()
 
-    def patched(kernels: list[Kernel]) -> dict[str, tuple]:
+    def patched(kernels: list[Kernel]) -> dict[str, guard.Run]:
         nonlocal passed_ids
         ids = {k.task_id for k in kernels}
         if not passed or not ids <= passed_ids:
@@ -257,17 +257,13 @@ def run(request: dict) -> dict:
         for name, (patch, run_patched) in passed.items():
             patch.off, patch.hits = passed_ids - ids, Counter()
             out = run_patched()
-            runs[name] = (patch, out, dict(patch.hits), timed(run_patched))  # hits: one forward's
+            runs[name] = guard.Run(patch, out, dict(patch.hits), timed(run_patched))  # hits: one forward's
         if llm:
-            model_hits, prefill_hits = Counter(runs["model"][2]), Counter(runs["prefill"][2])
-            runs["decode"] = (
-                None,
-                None,
-                dict(model_hits - prefill_hits),
-                guard.difference(runs["model"][3], runs["prefill"][3]),
-            )
+            whole, prefill = runs["model"], runs["prefill"]
+            hits = Counter(whole.hits) - Counter(prefill.hits)
+            runs["decode"] = guard.Run(None, None, dict(hits), guard.difference(whole.timing, prefill.timing))
         # Each kept set the guard weighed, and what it decided so far: a run its timeout stops still tells.
-        weighed = {name: runs[name][3] for name in runs}
+        weighed = {name: run.timing for name, run in runs.items()}
         found.setdefault("settling", []).append(
             {"kernels": sorted(ids), "switched_off": sorted(passed_ids - ids), **weighed}
         )
@@ -279,7 +275,7 @@ def run(request: dict) -> dict:
 
     while True:
         kept, runs = guard.settle(kept, decisions, eager, patched, confirm)
-        if {k.task_id for k in kept} == passed_ids or not any(runs["model"][2].values()):
+        if {k.task_id for k in kept} == passed_ids or not any(runs["model"].hits.values()):
             break  # timed on a pass of just these kernels, or no kernel ran: the model runs as it is
         release()  # a pass of the settled set alone, timed and settled again
     patch, patched_out, hits, patched_t = runs["model"]
@@ -289,11 +285,11 @@ def run(request: dict) -> dict:
         # No kernel left to put in: a user installs nothing, and runs the model as it is.
         found["patched_is_eager"] = True
         patched_t, patched_out = found["timings"]["eager"], eager_out
-        runs = {name: (None, None, {}, eager[name]) for name in eager}
+        runs = {name: guard.Run(None, None, {}, eager[name]) for name in eager}
     found["timings"]["patched_eager"] = patched_t
-    found["phases_vs_eager"] = {name: guard.versus(runs[name][3], eager[name]) for name in eager}
+    found["phases_vs_eager"] = {name: guard.versus(runs[name].timing, eager[name]) for name in eager}
     if llm:
-        found["timings"]["patched_prefill"] = runs["prefill"][3]
+        found["timings"]["patched_prefill"] = runs["prefill"].timing
     phase("timed the patched model; timing the graph pass alone", found)
     # The same graph pass with no kernel: what running the graph as FX code costs, and whether the
     # traced graph alone computes what eager does (a model may take other paths when traced).

@@ -18,6 +18,11 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 MLFLOW_TRACKING_URI=sqlite:/
 mkdir -p /tmp/fb
 carried=.fb/suites.tgz
 [ -f "$carried" ] && tar xzf "$carried" -C / && echo "== suite runs from $carried" | tee -a "$out/summary.txt"
+# A sqlite store keeps its runs' artifacts (a suite run's config.json, which e2e reads) in ./mlruns,
+# at the absolute path the experiment was made with: kept under /tmp/fb through a link, so that
+# suites.tgz holds them (session 14: a cold machine found the runs but not their config.json).
+mkdir -p /tmp/fb/mlruns
+[ -e mlruns ] || ln -s /tmp/fb/mlruns mlruns
 # A call stopped by the device's limit still brings back what each model run had measured so far.
 trap 'for f in /tmp/fb/e2e-*/model_run.partial.json; do [ -f "$f" ] && cp "$f" "$out/$(basename "$(dirname "$f")")_partial.json"; done' EXIT
 trap 'exit 124' TERM INT
@@ -38,7 +43,7 @@ for item in "$@"; do
             --platform=triton --override 'platform.baselines=[eager]' --override "run_dir=$run_dir" \
             > "$out/${model}_suite.log" 2>&1
         tail -3 "$out/${model}_suite.log" | tee -a "$out/summary.txt"
-        (cd / && tar czf "$out/suites.tgz" tmp/fb/mlflow.db tmp/fb/*-[0-9]*)
+        (cd / && tar czf "$out/suites.tgz" tmp/fb/mlflow.db tmp/fb/mlruns tmp/fb/*-[0-9]*)
     fi
     echo "== $model: e2e ${overrides[*]} ($(date +%T))" | tee -a "$out/summary.txt"
     python3 -m harness.cli e2e --model "$model" --run "$run_dir" --device cuda --budget-ms 300 \

@@ -47,7 +47,9 @@ def resnet50(batch_size: int, image_size: int, device: torch.device, dtype: torc
 class PrefillThenDecode(torch.nn.Module):
     """One batch of requests as a server runs them: prefill the prompts, then greedy decode steps,
     with logits for the last position only (as serving engines compute them). It returns every
-    step's tokens, so a patched model is held to the same token at each step."""
+    step's tokens, so a patched model is held to the same token at each step, and last the
+    prefill's logits: their error against eager's tells a real difference from a token flipped
+    between two nearly equal logits (frequent in a model of random weights, in bf16)."""
 
     def __init__(self, lm: torch.nn.Module, decode_steps: int):
         super().__init__()
@@ -55,11 +57,12 @@ class PrefillThenDecode(torch.nn.Module):
 
     def forward(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
         out = self.lm(input_ids=input_ids, use_cache=True, logits_to_keep=1)
+        logits = out.logits[:, -1]
         tokens = [out.logits[:, -1:].argmax(-1)]
         for _ in range(self.decode_steps):
             out = self.lm(input_ids=tokens[-1], past_key_values=out.past_key_values, use_cache=True, logits_to_keep=1)
             tokens.append(out.logits[:, -1:].argmax(-1))
-        return tuple(tokens)
+        return (*tokens, logits)
 
 
 def causal_lm(

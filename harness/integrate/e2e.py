@@ -280,6 +280,19 @@ def record(client, suite, found: dict, out: Path) -> str:
     return run.info.run_id
 
 
+def _agreement(found: dict) -> str:
+    """model_run.agreement's findings in words: the error of the float outputs (an LLM's prefill
+    logits), and for an LLM whether every step's token is eager's."""
+    said = []
+    if "max_output_error" in found:
+        said.append(f"max error {found['max_output_error']:.3g}, mean {found.get('mean_output_error', 0):.3g}")
+    if found.get("tokens_match") is not None:
+        said.append(f"tokens match: {found['tokens_match']}")
+    if found.get("output_mismatch"):
+        said.append(found["output_mismatch"])
+    return "; ".join(said) or "no output compared"
+
+
 def describe(found: dict) -> str:
     """The e2e table for the terminal."""
     from tabulate import tabulate
@@ -309,11 +322,7 @@ def describe(found: dict) -> str:
         f"patched against eager, by their timing spreads: {found['patched_vs_eager']}"
         + "".join(f"; {name}: {said}" for name, said in found.get("phases_vs_eager", {}).items() if name != "model"),
     ]
-    lines.append(
-        f"output error vs eager: max {found.get('max_output_error', 0):.3g}, "
-        f"mean {found.get('mean_output_error', 0):.3g}"
-        + (f"; tokens match: {found['tokens_match']}" if found.get("tokens_match") is not None else "")
-    )
+    lines.append(f"output against eager: {_agreement(found)}")
     lines.append(
         f"graph pass, no kernel: {m['graph_only_ms']:.4g} ms ({m['patch_overhead_us_per_call']:+.3g} us per ATen call "
         f"of {found['aten_calls_per_forward']} against eager); {sum(found['hits_per_forward'].values())} calls a "
@@ -327,9 +336,8 @@ def describe(found: dict) -> str:
     alone = found.get("graph_only_agreement") or {}
     if alone.get("tokens_match") is False or alone.get("max_output_error"):
         lines.append(
-            f"the traced graph alone, no kernel, against eager: max error {alone.get('max_output_error', 0):.3g}"
-            + (f", tokens match: {alone['tokens_match']}" if alone.get("tokens_match") is not None else "")
-            + " (the model computes otherwise when traced: this much is not the kernels')"
+            f"the traced graph alone, no kernel, against eager: {_agreement(alone)}"
+            " (the model computes otherwise when traced: this much is not the kernels')"
         )
     if found.get("reinplace_error"):
         lines.append(f"the graph ran functional, its writes not made in place again: {found['reinplace_error'][:200]}")

@@ -49,6 +49,8 @@ def test_an_llm_request_is_timed_whole_and_its_prefill_alone_and_every_steps_tok
     assert {"eager", "patched_eager", "eager_prefill", "patched_prefill"} <= set(found["timings"])
     assert not {"compile", "patched_compile"} & set(found["timings"]) and "compile_error" not in found
     assert found["decode_steps"] == 3 and found["tokens_match"] is True
+    # The prefill's logits are compared too: a flipped token is told from a near tie by their error.
+    assert found["max_output_error"] == 0 and found["graph_only_agreement"]["max_output_error"] < 1e-5
     # No kernel to put in: the patched model is the model as it is, and its traced graph agrees.
     assert found["patched_is_eager"] and found["timings"]["patched_eager"] == found["timings"]["eager"]
     assert found["graph_only_agreement"]["tokens_match"] is True and found["reinplace_error"] is None
@@ -61,6 +63,7 @@ def test_an_llm_request_is_timed_whole_and_its_prefill_alone_and_every_steps_tok
     assert "a decode step, eager (by difference)" in told and "host-bound" not in told  # a CPU's host is its device
     assert "torch.compile and torch.compile + kept kernels: not timed (--no-compile)" in told
     assert "no kernel was left in the model: the patched model is the model as it is" in told
+    assert "output against eager: max error 0, mean 0; tokens match: True" in told
     # The same figures from a GPU whose host took as long to issue the forward as it ran: said.
     eager = {**found["timings"]["eager"], "host_ms": found["timings"]["eager"]["median_ms"]}
     on_gpu = {**found, "timings": {**found["timings"], "eager": eager}, "request": {**request, "device": "cuda"}}

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -12,11 +15,16 @@ from harness.evaluate import EvalSettings, Evaluator
 
 @pytest.fixture(autouse=True)
 def workers_can_enter_tmp(tmp_path_factory) -> None:
-    """Workers run as nobody under root (CI): let them through pytest's private temp folder. Before
-    every test: a pytest started by a test (xdist's controller, under `pytest suite/ -n 2`) makes
-    pytest-of-<user> private again."""
+    """Workers run as nobody under root (CI): let them through pytest's private temp folders, from
+    this process's base up to pytest-of-<user>. Under `pytest tests/ -n N` the base is one level
+    deeper (the controller's pytest-<n>/popen-gw<i>), so the folders are counted up to the temporary
+    root rather than by number. Before every test: a pytest started by a test without a --basetemp
+    of its own (xdist's controller, under `pytest suite/ -n 2`) makes pytest-of-<user> private again."""
     base = tmp_path_factory.getbasetemp()
-    for folder in (base, base.parent):
+    temproot = Path(os.environ.get("PYTEST_DEBUG_TEMPROOT") or tempfile.gettempdir()).resolve()
+    # A --basetemp outside the temporary root is opened alone: its parents are the user's own folders.
+    pytests_own = [folder for folder in base.parents if folder != temproot and folder.is_relative_to(temproot)]
+    for folder in (base, *pytests_own):
         folder.chmod(folder.stat().st_mode | 0o011)
 
 

@@ -123,7 +123,9 @@ def test_a_run_killed_and_resumed_is_one_finished_run_with_the_right_totals(tmp_
 
 @pytest.mark.slow
 def test_a_run_over_xdist_workers_is_one_suite_run(tmp_path):
-    done = suite(tmp_path, "-n", "2", "--override", TASKS, "--rounds=1")
+    # A temporary folder of its own: left to pytest, this xdist controller would make pytest-of-<user>
+    # private again while a test beside this one (`pytest tests/ -n 2`) has nobody pass through it.
+    done = suite(tmp_path, "-n", "2", f"--basetemp={tmp_path / 'pytest'}", "--override", TASKS, "--rounds=1")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "2 passed" in done.stdout and "Benchmark fixture was not used" not in done.stdout
     (parent,) = _runs(tmp_path / "mlflow.db", "suite")

@@ -14,9 +14,20 @@ RMSNORM_KERNEL = REPO / "tests" / "candidates" / "rmsnorm_cpp.py"
 
 
 def user_env(**env: str) -> dict[str, str]:
-    """This environment less any API key and MLflow store, plus env."""
-    environment = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "MLFLOW_TRACKING_URI"}
+    """This environment less any API key, MLflow store and the marks of the pytest running this test,
+    plus env. Under `pytest tests/ -n N`, PYTEST_XDIST_WORKER would make the suite's own pytest take
+    itself for an xdist worker: pytest-benchmark then turns itself off and writes no --benchmark-json."""
+    environment = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith("_API_KEY") and k != "MLFLOW_TRACKING_URI" and not _set_by_outer_pytest(k)
+    }
     return {**environment, **env}
+
+
+def _set_by_outer_pytest(name: str) -> bool:
+    """A variable pytest or xdist sets in a test's own process; a user's shell has none of them."""
+    return name.startswith("PYTEST_XDIST_") or name == "PYTEST_CURRENT_TEST"
 
 
 def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from harness.evaluate.timing import clone_inputs
-from harness.integrate import in_place
+from harness.integrate import direct_calls, in_place
 from harness.integrate.matching import CAPTURED_AS, Match, aten_calls, captured_form, matches
 from harness.integrate.signature import TaskCall
 
@@ -124,13 +124,15 @@ class Patch:
         return self._passed[traced]
 
     def _in_place(self, gm: torch.fx.GraphModule) -> None:
-        """The graph's writes made in place again (in_place.py), and its code compiled; if torch's
-        pass fails on it, the functional graph's code, with the reason kept."""
+        """The graph's writes made in place again (in_place.py), if torch's pass can (else it runs
+        functional, with the reason kept); then its code compiled, each call straight to its
+        operator (direct_calls.py)."""
         try:
             in_place.rewrite(gm, kernel_namespace=_NAMESPACE)
         except Exception as exc:
             self.reinplace_error = f"{type(exc).__name__}: {exc}"[:300]
-            gm.recompile()
+        direct_calls.bind(gm)
+        gm.recompile()
 
     def sites(self) -> Counter:
         """Calls at each task's signature in the runs so far, whichever kernel takes them (a longer

@@ -17,8 +17,8 @@ import torch
 
 
 def rewrite(gm: torch.fx.GraphModule, kernel_namespace: str) -> None:
-    """Makes `gm`'s writes in place, and recompiles it; if torch's pass raises, `gm` is given its
-    functional graph back and the error goes on. Hidden from the pass:
+    """Makes `gm`'s writes in place; the caller recompiles its code. If torch's pass raises, `gm`
+    is given its functional graph back and the error goes on. Hidden from the pass:
     - calls it would change the layout of: it checks an op's self argument for size and dtype, not
       strides, and `add(x_t, y)` of a transposed x is contiguous where `x_t.add_(y)` is transposed
       (a later group norm that needs it contiguous fails);
@@ -26,7 +26,8 @@ def rewrite(gm: torch.fx.GraphModule, kernel_namespace: str) -> None:
       back a buffer it keeps and reads again (an output reused from call to call), which the
       functional graph never wrote into.
     Recompiling a graph's code is the dear part (about a second per 10,000 calls on the CPU
-    machine), so the graph is rewritten where it is rather than in a copy of the module."""
+    machine), so the graph is rewritten where it is rather than in a copy of the module, and its
+    code compiled once, after the last rewrite."""
     from torch.fx.passes.reinplace import reinplace
 
     functional = copy.deepcopy(gm.graph)
@@ -45,7 +46,6 @@ def rewrite(gm: torch.fx.GraphModule, kernel_namespace: str) -> None:
         raise
     for node, op in hidden.items():
         node.target = op
-    gm.recompile()
 
 
 def _hidden(op):

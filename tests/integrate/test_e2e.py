@@ -194,9 +194,17 @@ def test_a_suite_run_of_a_named_task_set_gives_its_tasks(world):
         suite_tasks(client, bare)
 
 
-def test_an_exported_bundle_applies_and_an_unseen_shape_falls_back(world, tmp_path):
+@pytest.fixture(scope="module")
+def exported(world):
+    """`forgebench export` of the world's run, made once for the tests that read the bundle, whichever
+    xdist worker runs each."""
     bundle = world["root"] / "bundle"
     made = forgebench("export", "--run", str(world["run_dir"]), "--model", SPEC, str(bundle), env=world["env"])
+    return bundle, made
+
+
+def test_an_exported_bundle_applies_and_an_unseen_shape_falls_back(world, exported):
+    bundle, made = exported
     assert made.returncode == 0, made.stderr
     manifest = json.loads((bundle / "manifest.json").read_text())
     ids = world["ids"]
@@ -216,10 +224,9 @@ def test_an_exported_bundle_applies_and_an_unseen_shape_falls_back(world, tmp_pa
         assert torch.equal(apply(model, bundle)(x), eager)
 
 
-def test_a_bundle_with_a_flipped_byte_or_from_elsewhere_is_refused(world, tmp_path):
-    bundle = world["root"] / "bundle"
-    if not bundle.is_dir():
-        pytest.skip("the export test makes the bundle")
+def test_a_bundle_with_a_flipped_byte_or_from_elsewhere_is_refused(exported, tmp_path):
+    bundle, made = exported
+    assert made.returncode == 0, made.stderr
     model, (x,) = e2e_fixture_model.build()
     flipped = tmp_path / "flipped"
     subprocess.run(["cp", "-r", str(bundle), str(flipped)], check=True)

@@ -1,0 +1,42 @@
+"""A patched graph's code calling each op's C++ operator straight, not through `torch.ops`.
+
+FX writes each call as `torch.ops.aten.view.default(x, ...)`: four attribute lookups through
+torch's Python op namespaces, then OpOverload.__call__'s Python frame, before the operator that
+eager's parsed `x.view(...)` reaches in C++. On a host-bound model that is the graph pass's cost
+over eager: Qwen3.5 on the H200 took 117.7 ms as FX code against eager's 111.6 ms (docs/
+integrate.md). Each call here goes to `op._op`, the operator OpOverload.__call__ itself calls with
+the same arguments, held in the code's globals: the same dispatch (modes, fallbacks and all), less
+the Python on the way. benchmarks/direct_calls_cost.py measures it.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+
+class _Operator(functools.partial):
+    """An op's C++ operator under the op's name: a C callable (no Python frame of its own) that FX
+    keeps in the code's globals, where the operator itself has no name FX can write."""
+
+
+@functools.cache
+def _direct(op: torch._ops.OpOverload) -> _Operator:
+    call = _Operator(op._op)
+    call.__name__ = call.__qualname__ = str(op).replace(".", "_")
+    call.__module__ = __name__  # not torch's: FX then holds the object, not a dotted path to it
+    call.op = op  # what it calls, for whoever reads the graph after
+    return call
+
+
+def bind(gm: torch.fx.GraphModule) -> int:
+    """Points each OpOverload call of `gm`'s graph at its operator; the caller recompiles the code.
+    Returns how many calls it rebound. Run last: passes that read a node's op (matching, torch's
+    reinplace) know OpOverloads only."""
+    bound = 0
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
+            node.target = _direct(node.target)
+            bound += 1
+    return bound

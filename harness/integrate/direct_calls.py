@@ -12,6 +12,7 @@ the Python on the way. benchmarks/direct_calls_cost.py measures it.
 from __future__ import annotations
 
 import functools
+import sys
 
 import torch
 
@@ -27,6 +28,8 @@ def _direct(op: torch._ops.OpOverload) -> _Operator:
     call.__name__ = call.__qualname__ = str(op).replace(".", "_")
     call.__module__ = __name__  # not torch's: FX then holds the object, not a dotted path to it
     call.op = op  # what it calls, for whoever reads the graph after
+    # Where the name says it is: a pickled graph's code imports each of its globals by name.
+    setattr(sys.modules[__name__], call.__name__, call)
     return call
 
 
@@ -36,7 +39,8 @@ def bind(gm: torch.fx.GraphModule) -> int:
     reinplace) know OpOverloads only."""
     bound = 0
     for node in gm.graph.nodes:
-        if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
+        # Exactly OpOverload: a TorchBindOpOverload's own __call__ does more than call its operator.
+        if node.op == "call_function" and type(node.target) is torch._ops.OpOverload:
             node.target = _direct(node.target)
             bound += 1
     return bound

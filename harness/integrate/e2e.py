@@ -223,8 +223,9 @@ def summary_metrics(found: dict) -> dict[str, float]:
         "graph_only_ms": t["graph_only"]["median_ms"],
         # The kernels' own gain: the patched model against the same graph pass with no kernel.
         "patched_speedup_vs_graph_only": t["graph_only"]["median_ms"] / patched,
-        # Host time of one eager forward issued to an idle queue (timing.Timing.host_ms): near
-        # eager_ms, the host sets the pace, and kernels that save GPU time cannot show.
+        # Host time of one eager forward (timing.Timing.host_ms: the timed calls' or a few issued
+        # to an idle queue, whichever was less slowed): near eager_ms, the host sets the pace, and
+        # kernels that save GPU time cannot show.
         "eager_host_ms": t["eager"]["host_ms"],
         "patch_overhead_us_per_call": found["patch_overhead_us_per_call"],
     }

@@ -27,7 +27,8 @@ def rewrite(gm: torch.fx.GraphModule, kernel_namespace: str) -> None:
       functional graph never wrote into.
     Recompiling a graph's code is the dear part (about a second per 10,000 calls on the CPU
     machine), so the graph is rewritten where it is rather than in a copy of the module, and its
-    code compiled once, after the last rewrite."""
+    code compiled once, after the last rewrite (twice when the pass fails: setting the functional
+    graph back compiles it)."""
     from torch.fx.passes.reinplace import reinplace
 
     functional = copy.deepcopy(gm.graph)

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from harness import devices, serial
+from harness.devices.base import Device
 from harness.evaluate import EvalResult, Evaluator, candidate_run, timing
 from harness.tasks import Task, resolve_one
 
@@ -334,6 +335,32 @@ def test_an_outputs_file_that_is_torn_or_forged_is_unreadable(tmp_path):
 def test_timing_reports_each_calls_host_time():
     measured = timing.measure(lambda x: time.sleep(0.003) or x, [[torch.ones(4)]], torch.device("cpu"), budget_ms=30)
     assert measured.host_ms >= 3.0 and serial.to_dict(measured)["host_ms"] == measured.host_ms
+
+
+class _StallingQueue(Device):
+    """An asynchronous device whose host time is 1 ms a call, but `slow` ms in one window: the
+    timed calls' (a launch queue filled by GPU-bound work) or the few after them (a stall)."""
+
+    asynchronous = True
+
+    def __init__(self, slow_window: str):
+        self.slow_window, self.batches = slow_window, []
+
+    def time_calls(self, prepare, call, n, lead_cycles=0):
+        self.batches.append(n)
+        for _ in range(n):
+            prepare(), call()
+        # measure's batches: 1 lazy call, the warm-up, 3 estimates, the timed calls, the few after.
+        slow = {"timed": 4, "after": 5}[self.slow_window] == len(self.batches)
+        return [1.0] * n, [5.0 if slow else 1.0] * n
+
+
+@pytest.mark.parametrize("slow_window", ["timed", "after"])
+def test_a_call_s_host_time_is_read_from_the_window_nothing_slowed(slow_window):
+    device = _StallingQueue(slow_window)
+    measured = timing.measure(lambda x: x, [[torch.ones(4)]], device, budget_ms=10, warmup_ms=2)
+    assert len(device.batches) == 5  # the timed calls, then a few issued to an idle queue
+    assert measured.host_ms == 1.0, (slow_window, device.batches)
 
 
 def test_a_gpu_lead_changes_nothing_on_the_cpu():

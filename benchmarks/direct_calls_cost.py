@@ -6,7 +6,6 @@ eager, calls interleaved in one process. Needs transformers.
     python benchmarks/direct_calls_cost.py [ROUNDS]
 """
 
-import copy
 import statistics
 import sys
 import time
@@ -14,6 +13,7 @@ import time
 import torch
 
 from benchmarks.tiny_qwen35 import build
+from harness.integrate import direct_calls
 from harness.integrate.graph_patch import Patch
 from harness.integrate.traced import Traced
 
@@ -26,10 +26,7 @@ def main(rounds: int) -> None:
     with torch.no_grad():
         eager_out, bound_out = model(*inputs), run(*inputs)
         ((key, bound),) = bare._passed.items()
-        written = torch.fx.GraphModule(bound, copy.deepcopy(bound.graph))
-        for node in written.graph.nodes:  # the code FX writes: each call through torch.ops
-            node.target = getattr(node.target, "op", node.target)
-        written.recompile()
+        written = direct_calls.as_written(bound)
         print(
             f"graph calls {sum(n.op == 'call_function' for n in bound.graph.nodes)}; tokens as eager's:",
             all(torch.equal(a, b) for a, b in zip(eager_out[:-1], bound_out[:-1])),

@@ -11,6 +11,7 @@ the Python on the way. benchmarks/direct_calls_cost.py measures it.
 
 from __future__ import annotations
 
+import copy
 import functools
 import sys
 
@@ -33,14 +34,20 @@ def _direct(op: torch._ops.OpOverload) -> _Operator:
     return call
 
 
-def bind(gm: torch.fx.GraphModule) -> int:
+def bind(gm: torch.fx.GraphModule) -> None:
     """Points each OpOverload call of `gm`'s graph at its operator; the caller recompiles the code.
-    Returns how many calls it rebound. Run last: passes that read a node's op (matching, torch's
-    reinplace) know OpOverloads only."""
-    bound = 0
+    Run last: passes that read a node's op (matching, torch's reinplace) know OpOverloads only."""
     for node in gm.graph.nodes:
         # Exactly OpOverload: a TorchBindOpOverload's own __call__ does more than call its operator.
         if node.op == "call_function" and type(node.target) is torch._ops.OpOverload:
             node.target = _direct(node.target)
-            bound += 1
-    return bound
+
+
+def as_written(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A bound graph as FX writes it, each call through `torch.ops`, beside it: what binding is
+    measured and checked against."""
+    written = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    for node in written.graph.nodes:
+        node.target = getattr(node.target, "op", node.target)
+    written.recompile()
+    return written

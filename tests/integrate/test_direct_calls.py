@@ -1,11 +1,10 @@
 """A pass's graph runs as code that calls each op's operator straight (direct_calls.py), with the
 same results and the same dispatch as the `torch.ops` calls FX writes."""
 
-import copy
-
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from harness.integrate import direct_calls
 from harness.integrate.graph_patch import Patch
 from harness.integrate.traced import Traced
 
@@ -47,10 +46,7 @@ def test_the_graph_calls_each_operator_straight_with_eagers_results_and_the_same
         bare._passed[key] = lambda *args: handed.append(args) or passed(*args)
         run(x)
         # The code FX writes for the same graph, beside it: the same ops reach the dispatcher.
-        written = torch.fx.GraphModule(passed, copy.deepcopy(passed.graph))
-        for node in written.graph.nodes:
-            node.target = getattr(node.target, "op", node.target)
-        written.recompile()
+        written = direct_calls.as_written(passed)
         assert "torch.ops.aten" in written.code
         with Calls() as direct:
             ours = passed(*handed[0])

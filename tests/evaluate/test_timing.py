@@ -1,0 +1,55 @@
+"""The timing module on its own: each call's host time, the GPU lead, and the clocks a candidate
+might replace. The evaluator's timing of whole candidates is tested in test_evaluate.py."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from harness import devices, serial
+from harness.devices.base import Device
+from harness.evaluate import timing
+
+
+def test_timing_reports_each_calls_host_time():
+    measured = timing.measure(lambda x: time.sleep(0.003) or x, [[torch.ones(4)]], torch.device("cpu"), budget_ms=30)
+    assert measured.host_ms >= 3.0 and serial.to_dict(measured)["host_ms"] == measured.host_ms
+
+
+class _StallingQueue(Device):
+    """An asynchronous device whose host time is 1 ms a call, but `slow` ms in one window: the
+    timed calls' (a launch queue filled by GPU-bound work) or the few after them (a stall)."""
+
+    asynchronous = True
+
+    def __init__(self, slow_window: str):
+        self.slow_window, self.batches = slow_window, []
+
+    def time_calls(self, prepare, call, n, lead_cycles=0):
+        self.batches.append(n)
+        for _ in range(n):
+            prepare(), call()
+        # measure's batches: 1 lazy call, the warm-up, 3 estimates, the timed calls, the few after.
+        slow = {"timed": 4, "after": 5}[self.slow_window] == len(self.batches)
+        return [1.0] * n, [5.0 if slow else 1.0] * n
+
+
+@pytest.mark.parametrize("slow_window", ["timed", "after"])
+def test_a_call_s_host_time_is_read_from_the_window_nothing_slowed(slow_window):
+    device = _StallingQueue(slow_window)
+    measured = timing.measure(lambda x: x, [[torch.ones(4)]], device, budget_ms=10, warmup_ms=2)
+    assert len(device.batches) == 5  # the timed calls, then a few issued to an idle queue
+    assert measured.host_ms == 1.0, (slow_window, device.batches)
+
+
+def test_a_gpu_lead_changes_nothing_on_the_cpu():
+    measured = timing.measure(lambda x: x * 2, [[torch.ones(4)]], torch.device("cpu"), budget_ms=10, gpu_lead=True)
+    assert measured.lead_ms == 0.0 and measured.median_ms > 0
+
+
+def test_a_candidate_replacing_the_profiler_is_named(monkeypatch):
+    timing.bind_clocks(devices.load("cuda"))  # the GPU adapter watches the profiler it relies on
+    monkeypatch.setattr(torch.profiler, "profile", lambda *a, **k: None)
+    assert "torch.profiler.profile" in timing.replaced_clocks()

@@ -6,6 +6,7 @@
 #   bash benchmarks/e2e_h200.sh SUITE_TIMEOUT_S E2E_TIMEOUT_S qwen35:capture.workload.layers=8,--no-compile sd35:capture.workload.steps=1
 # The suite runs go to $OUT/suites.tgz. A later call that carries that file as .fb/suites.tgz skips
 # the suite runs and gives the whole call to `forgebench e2e` (a big model's run takes minutes).
+# E2E_TIMEOUT_S 0 makes the suite runs only.
 set -u
 suite_timeout=$1 e2e_timeout=$2
 shift 2
@@ -45,6 +46,7 @@ for item in "$@"; do
         tail -3 "$out/${model}_suite.log" | tee -a "$out/summary.txt"
         (cd / && tar czf "$out/suites.tgz" tmp/fb/mlflow.db tmp/fb/mlruns tmp/fb/*-[0-9]*)
     fi
+    [ "$e2e_timeout" = 0 ] && continue  # suite runs only, for a later call to carry
     echo "== $model: e2e ${overrides[*]} ($(date +%T))" | tee -a "$out/summary.txt"
     python3 -m harness.cli e2e --model "$model" --run "$run_dir" --device cuda --budget-ms 300 \
         --timeout-s "$e2e_timeout" --out "/tmp/fb/e2e-$model" "${overrides[@]}" \

@@ -269,6 +269,7 @@ def record(client, suite, found: dict, out: Path) -> str:
         "agent": suite.data.tags.get("agent", ""),
         "model.label": suite.data.tags.get("model.label", ""),
         "patched_vs_eager": found["patched_vs_eager"],
+        "patched_compile_vs_compile": found.get("patched_compile_vs_compile", ""),
         "overrides": " ".join(found["request"].get("overrides", [])),
     }
     run = client.create_run(suite.info.experiment_id, run_name=f"e2e-{found['model']}", tags=tags)
@@ -351,6 +352,16 @@ def describe(found: dict) -> str:
         )
     if not found["request"].get("compile", True):
         lines.append("torch.compile and torch.compile + kept kernels: not timed (--no-compile)")
+    if "patched_compile_ms" in m:
+        verdict = found.get("patched_compile_vs_compile", "")
+        advice = {
+            "slower": ": under torch.compile, leave the kernels out (apply installs them in eager code)",
+            "tie": ": under torch.compile they gain nothing",
+        }.get(verdict, "")
+        lines.append(
+            f"torch.compile + kept kernels against torch.compile, by their timing spreads: {verdict} "
+            f"({m['patched_compile_speedup_vs_compile']:.2f}x){advice}"
+        )
     if "patched_compile_error" in found:
         lines.append(f"torch.compile + kept kernels: did not compose here ({found['patched_compile_error'][:200]})")
     decisions = []

@@ -150,6 +150,11 @@ def compiled(work, kept: list[Kernel], calling, timed, eager_out, phase, found: 
             found["patched_compile_hits_per_forward"] = dict(compiled_patch.hits)
             found["timings"]["patched_compile"] = timed(run_both)
             found["patched_compile_agreement"] = agreement(eager_out, both_out)
+            # Inductor fuses much of what the kernels replace, and cannot fuse across them: with
+            # them it can be slower than alone (ResNet-50 on the H200, fifteenth session).
+            found["patched_compile_vs_compile"] = guard.versus(
+                found["timings"]["patched_compile"], found["timings"]["compile"]
+            )
         except Exception as exc:  # Inductor and the kernels do not compose on this model: said
             found["patched_compile_error"] = f"{type(exc).__name__}: {exc}"[:400]
 

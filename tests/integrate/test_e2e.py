@@ -137,6 +137,12 @@ def test_the_guard_keeps_the_faster_kernel_and_rejects_the_wrong_and_the_slower(
     # Under Inductor too, the chain's kernel is called in place (an opaque op to it), output unchanged.
     assert world["found"]["patched_compile_hits_per_forward"] == {ids[CHAIN]: 1}
     assert world["found"]["patched_compile_agreement"]["max_output_error"] == 0.0
+    # ... and weighed against torch.compile alone, by the spreads, in the record and the table.
+    verdict = world["found"]["patched_compile_vs_compile"]
+    assert (
+        verdict in ("faster", "tie", "slower")
+        and f"against torch.compile, by their timing spreads: {verdict}" in (world["stdout"])
+    )
     # The guard's promise: the patched model is not slower than eager beyond the timing spread.
     assert world["found"]["patched_vs_eager"] in ("faster", "tie"), world["found"]["timings"]
 

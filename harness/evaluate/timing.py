@@ -210,20 +210,59 @@ def measure(
     runs = max(min_runs, min(max_runs, int(budget_ms / estimate)))
     if kept is not None:  # one of the timed calls, at random, kept for the caller to check
         runner.keep_call = runner.calls + 1 + int.from_bytes(os.urandom(4), "little") % runs
-    samples = sorted(runner.run(runs))
+    samples = runner.run(runs)
     if kept is not None and runner.kept is not None:
         kept.append(runner.kept)
+    return _timing(runner, samples, runner.host_ms, lead_ms)
+
+
+def measure_together(
+    fns: dict[str, Callable[..., object]],
+    input_sets: Sequence[Sequence[Any]],
+    device: Device | torch.device,
+    budget_ms: float = 500.0,
+    warmup_ms: float = 50.0,
+    rounds: int = 8,
+    max_runs: int = 1000,
+) -> dict[str, Timing]:
+    """Several calls of the same inputs (an op and the kernel in its place; whole forwards of a
+    model, variants of one, of no inputs) timed side by side, each with budget_ms, each on a clone
+    of its own refreshed as measure does: in `rounds` rounds each runs its share, in an order reversed from
+    round to round. A host shared with other work drifts: on the H200's host, eager ResNet-50
+    took 4.2 to 7.2 ms a forward within one minute of one process (docs/benchmarks.md, fifteenth
+    session), so two calls timed a minute apart compare the moments, not the calls. Timed together,
+    a drift falls on each alike. No GPU lead: each is timed as it serves, its host time counted."""
+    device = devices.of(device)
+    runners = {name: _Runner(fn, input_sets, clone_inputs(input_sets[0]), device) for name, fn in fns.items()}
+    per_call = {}
+    for name, runner in runners.items():
+        estimate = max(runner.run(1)[0], 1e-3)  # the first call pays lazy initialisation: never counted
+        runner.run(max(1, min(max_runs, int(warmup_ms / estimate))))
+        per_call[name] = max(statistics.median(runner.run(3)), 1e-3)
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    host: dict[str, list[float]] = {name: [] for name in fns}
+    order = list(fns)
+    for round_ in range(rounds):
+        for name in order if round_ % 2 == 0 else order[::-1]:
+            n = max(1, min(max_runs // rounds, int(budget_ms / rounds / per_call[name])))
+            samples[name] += runners[name].run(n)
+            host[name] += runners[name].host_ms
+    return {name: _timing(runners[name], samples[name], host[name], 0.0) for name in fns}
+
+
+def _timing(runner: _Runner, samples: list[float], host_ms: list[float], lead_ms: float) -> Timing:
+    samples = sorted(samples)
     quantile = lambda q: samples[min(len(samples) - 1, int(q * len(samples)))]
-    host_ms = statistics.median(runner.host_ms)
-    if device.asynchronous:
+    host = statistics.median(host_ms)
+    if runner.device.asynchronous:
         # Also from a few calls issued to an idle queue: in the long run a GPU-bound call fills the
         # launch queue, and its launches then block, so the host would seem as slow as the GPU. Either
         # window can only be slowed (a full queue; a stall of the process, seen on the H200 in a
         # process's first timing, benchmarks/lead_probe.py), never sped up: the lesser is the host's.
         runner.run(_HOST_SAMPLES)
-        host_ms = min(host_ms, statistics.median(runner.host_ms))
+        host = min(host, statistics.median(runner.host_ms))
     quantiles = tuple(quantile(i / (QUANTILES - 1)) for i in range(QUANTILES))
-    return Timing(statistics.median(samples), quantile(0.2), quantile(0.8), runs, host_ms, lead_ms, quantiles)
+    return Timing(statistics.median(samples), quantile(0.2), quantile(0.8), len(samples), host, lead_ms, quantiles)
 
 
 # Points of the timed calls' distribution a Timing keeps (0%, 5%, ..., 100%): enough to draw it and

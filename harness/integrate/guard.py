@@ -128,11 +128,12 @@ def decide(
         return wrong
     inputs = calls[0][0]
     # No GPU lead: in the model a kernel's host time is paid too (the whole model is timed alike).
-    settings = {"budget_ms": budget_ms, "warmup_ms": budget_ms / 5, "gpu_lead": False}
+    settings = {"budget_ms": budget_ms, "warmup_ms": budget_ms / 5}
     direct = kernel.call.module()
     op = direct if direct is not None else (lambda *x: kernel.call.replay(list(x)))
-    op_t = timing.measure(op, [inputs], device, **settings)
-    kernel_t = timing.measure(kernel.module, [inputs], device, **settings)
+    # Side by side: timed a second apart, a host that drifts would decide it (timing.measure_together).
+    together = timing.measure_together({"op": op, "kernel": kernel.module}, [inputs], device, **settings)
+    op_t, kernel_t = together["op"], together["kernel"]
     decision = Decision(
         kernel.task_id,
         "kept",
@@ -167,12 +168,14 @@ def versus(a: dict, b: dict) -> str:
 
 class Run(NamedTuple):
     """One phase of one patched forward: its pass (None for a phase got by difference), its output,
-    the calls each kernel took in one forward, and its timing."""
+    the calls each kernel took in one forward, its timing, and eager's of the same phase timed
+    beside it (timing.measure_together), which it is weighed against."""
 
     patch: Any
     output: Any
     hits: dict
     timing: dict
+    eager: dict
 
 
 def difference(whole: dict, part: dict) -> dict:
@@ -188,20 +191,20 @@ def difference(whole: dict, part: dict) -> dict:
 def settle(
     kept: list[Kernel],
     decisions: list[Decision],
-    eager: dict[str, dict],
     patched: Callable[[list[Kernel]], dict[str, Run]],
     confirm: Callable[[list[Kernel]], list[Kernel]],
 ) -> tuple[list[Kernel], dict[str, Run]]:
-    """The kept kernels no phase of the model is slower with, and the last patched runs. `eager`
-    times each phase the model is reported by (the whole forward; an LLM's prefill and decode
-    steps too); `patched(kernels)` gives each phase's Run. The guard's promise holds for every
-    phase, not only for each kernel in place: a model whose host issues its calls no faster than
-    the GPU runs them can be slower with kernels that are each faster alone (a kernel's launch
-    costs more host time than the library call it replaces). While a phase is slower than eager's
-    beyond the spreads, the kernel that ran in it and saved the least in place goes (its decision
-    becomes slower_in_model), and the rest are confirmed and timed again. A slower phase that ran
-    no kernel is the graph pass's own cost: the kernels that ran elsewhere all go, and the model
-    runs as it is. With no kernel that ran left, what is slower is the graph pass itself."""
+    """The kept kernels no phase of the model is slower with, and the last patched runs.
+    `patched(kernels)` gives a Run of each phase the model is reported by (the whole forward; an
+    LLM's prefill and decode steps too), each with eager's timing of that phase beside it. The
+    guard's promise holds for every phase, not only for each kernel in place: a model whose host
+    issues its calls no faster than the GPU runs them can be slower with kernels that are each
+    faster alone (a kernel's launch costs more host time than the library call it replaces). While a
+    phase is slower than eager's beyond the spreads, the kernel that ran in it and saved the least
+    in place goes (its decision becomes slower_in_model), and the rest are confirmed and timed
+    again. A slower phase that ran no kernel is the graph pass's own cost: the kernels that ran
+    elsewhere all go, and the model runs as it is. With no kernel that ran left, what is slower is
+    the graph pass itself."""
     by_id = {d.task_id: d for d in decisions}
     runs = patched(kept)
 
@@ -209,14 +212,14 @@ def settle(
         return [k for k in kept if hits.get(k.task_id)]
 
     while True:
-        slower = [name for name in eager if versus(runs[name].timing, eager[name]) == "slower"]
+        slower = [name for name in runs if versus(runs[name].timing, runs[name].eager) == "slower"]
         anywhere = {k.task_id: k for name in runs for k in ran(runs[name].hits)}
         if not slower or not anywhere:
             return kept, runs
         name = slower[0]
         hits, timing = runs[name].hits, runs[name].timing
         took = f"with it and {len(kept) - 1} other kept kernels in place the {name} took {timing['median_ms']:.4g} ms"
-        base = eager[name]
+        base = runs[name].eager
         against = f"(p20 {timing['p20_ms']:.4g}) against eager's {base['median_ms']:.4g} ms (p80 {base['p80_ms']:.4g})"
         if not ran(hits):
             going = list(anywhere.values())

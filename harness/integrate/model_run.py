@@ -128,35 +128,38 @@ class _Phases:
             os.replace(written, self.partial)
 
 
-def compiled(work, kept: list[Kernel], calling, timed, eager_out, phase, found: dict) -> None:
+def compiled(work, kept: list[Kernel], calling, together, eager_out, phase, found: dict) -> None:
     """torch.compile of the model, and of the model with the kept kernels in place (each an opaque
-    op to Inductor), timed into found; where Inductor fails, why."""
+    op to Inductor), timed side by side with eager into found; where Inductor fails, why."""
     torch._dynamo.reset()
     phase("compiling the model with torch.compile", found)
+    runs = {"eager": work.run}
     try:
-        run_compiled = calling(torch.compile(work.model))
-        run_compiled()
-        found["timings"]["compile"] = timed(run_compiled)
-        phase("timed torch.compile", found)
+        runs["compile"] = calling(torch.compile(work.model))
+        runs["compile"]()
     except Exception as exc:  # a model Inductor cannot compile here: said, and the rest stands
         found["compile_error"] = f"{type(exc).__name__}: {exc}"[:400]
-    if kept and "compile" in found["timings"]:
-        # The kernels in place and Inductor around them: each kernel an opaque op to it.
-        torch._dynamo.reset()
+        return
+    if kept:
+        # The kernels in place and Inductor around them: each kernel an opaque op to it. (Dynamo
+        # keeps both compilations of the model: its guards tell their backends apart.)
         try:
             compiled_patch = Patch(kept)
             run_both = calling(compiled_patch.compile(work.model, inductor=True))
             both_out = run_both()
             found["patched_compile_hits_per_forward"] = dict(compiled_patch.hits)
-            found["timings"]["patched_compile"] = timed(run_both)
             found["patched_compile_agreement"] = agreement(eager_out, both_out)
-            # Inductor fuses much of what the kernels replace, and cannot fuse across them: with
-            # them it can be slower than alone (ResNet-50 on the H200, fifteenth session).
-            found["patched_compile_vs_compile"] = guard.versus(
-                found["timings"]["patched_compile"], found["timings"]["compile"]
-            )
+            runs["patched_compile"] = run_both
         except Exception as exc:  # Inductor and the kernels do not compose on this model: said
             found["patched_compile_error"] = f"{type(exc).__name__}: {exc}"[:400]
+    timed = together(runs)
+    found["timings"]["compile"], found["timings"]["eager_beside_compile"] = timed["compile"], timed["eager"]
+    if "patched_compile" in timed:
+        found["timings"]["patched_compile"] = timed["patched_compile"]
+        # Inductor fuses much of what the kernels replace, and cannot fuse across them: with
+        # them it can be slower than alone (ResNet-50 on the H200, fifteenth session).
+        found["patched_compile_vs_compile"] = guard.versus(timed["patched_compile"], timed["compile"])
+    phase("timed torch.compile", found)
 
 
 def run(request: dict) -> dict:
@@ -210,32 +213,38 @@ def run(request: dict) -> dict:
     kept = guard.confirm(model, forward, kept, decisions, tolerances)
 
     # No GPU lead: a model's host time (the interposer's included) is part of its time, as it serves.
-    settings = {"budget_ms": request["budget_ms"], "warmup_ms": request["budget_ms"] / 5, "gpu_lead": False}
-
-    def timed(fn) -> dict:
-        t = timing.measure(lambda: fn(), [[]], adapter, **settings)
-        return {"median_ms": t.median_ms, "p20_ms": t.p20_ms, "p80_ms": t.p80_ms, "runs": t.runs, "host_ms": t.host_ms}
+    def together(fns: dict) -> dict[str, dict]:
+        """Forwards timed side by side (timing.measure_together): on a host shared with other work,
+        each variant's time is comparable only with those timed beside it."""
+        found_t = timing.measure_together(
+            fns, [[]], adapter, budget_ms=request["budget_ms"], warmup_ms=request["budget_ms"] / 5
+        )
+        return {
+            name: {
+                "median_ms": t.median_ms,
+                "p20_ms": t.p20_ms,
+                "p80_ms": t.p80_ms,
+                "runs": t.runs,
+                "host_ms": t.host_ms,
+            }
+            for name, t in found_t.items()
+        }
 
     counter = _Counter()
     with counter:
         work.run()
     eager_out = work.run()
     found: dict[str, Any] = {"aten_calls_per_forward": counter.calls, "timings": {}}
-    found["timings"]["eager"] = timed(work.run)
-    phase("timed eager; timing the model with the kept kernels", found)
+    phase("timing the model with the kept kernels", found)
 
     # The phases the model is reported by, each traced once: the whole forward, and an LLM's
     # prefill alone (its decode steps are the difference). The guard holds each to eager's time.
-    traced = {"model": model}
-    eager = {"model": found["timings"]["eager"]}
+    traced, eager = {"model": model}, {"model": work.run}
     llm = isinstance(work.model, PrefillThenDecode) and work.model.decode_steps > 0
     if llm:
         prefill = PrefillThenDecode(work.model.lm, 0)
         found["decode_steps"] = work.model.decode_steps
-        found["timings"]["eager_prefill"] = eager["prefill"] = timed(calling(prefill))
-        eager["decode"] = guard.difference(eager["model"], eager["prefill"])
-        traced["prefill"] = Traced(prefill)
-        phase("timed the prefill alone", found)
+        eager["prefill"], traced["prefill"] = calling(prefill), Traced(prefill)
     # The last pass over each phase's graph, and the kernels it put in. A smaller kept set is weighed
     # on it with the rest switched off (a pass over an LLM's graph takes a minute on the GPU's host);
     # the set the guard settles on then gets a pass of its own, and is timed, and settled, again.
@@ -258,17 +267,25 @@ def run(request: dict) -> dict:
                 passed[name] = (patch, calling(each.using(patch)))
             passed_ids = ids
         phase(f"timing the model with {len(kernels)} kept kernels in place", found)
-        runs = {}
+        outs, fns = {}, {}
         for name, (patch, run_patched) in passed.items():
             patch.off, patch.hits = passed_ids - ids, Counter()
-            out = run_patched()
-            runs[name] = guard.Run(patch, out, dict(patch.hits), timed(run_patched))  # hits: one forward's
+            outs[name] = (run_patched(), dict(patch.hits))  # hits: one forward's
+            fns[f"eager {name}"], fns[f"patched {name}"] = eager[name], run_patched
+        timed = together(fns)  # every phase at one moment: a decode step is their difference
+        runs = {
+            name: guard.Run(passed[name][0], out, hits, timed[f"patched {name}"], timed[f"eager {name}"])
+            for name, (out, hits) in outs.items()
+        }
         if llm:
             whole, prefill = runs["model"], runs["prefill"]
             hits = Counter(whole.hits) - Counter(prefill.hits)
-            runs["decode"] = guard.Run(None, None, dict(hits), guard.difference(whole.timing, prefill.timing))
+            by_difference = [
+                guard.difference(a, b) for a, b in ((whole.timing, prefill.timing), (whole.eager, prefill.eager))
+            ]
+            runs["decode"] = guard.Run(None, None, dict(hits), *by_difference)
         # Each kept set the guard weighed, and what it decided so far: a run its timeout stops still tells.
-        weighed = {name: run.timing for name, run in runs.items()}
+        weighed = {name: {"patched": run.timing, "eager": run.eager} for name, run in runs.items()}
         found.setdefault("settling", []).append(
             {"kernels": sorted(ids), "switched_off": sorted(passed_ids - ids), **weighed}
         )
@@ -279,25 +296,27 @@ def run(request: dict) -> dict:
         return guard.confirm(model, forward, kernels, decisions, tolerances)
 
     while True:
-        kept, runs = guard.settle(kept, decisions, eager, patched, confirm)
+        kept, runs = guard.settle(kept, decisions, patched, confirm)
         if {k.task_id for k in kept} == passed_ids or not any(runs["model"].hits.values()):
             break  # timed on a pass of just these kernels, or no kernel ran: the model runs as it is
         release()  # a pass of the settled set alone, timed and settled again
-    patch, patched_out, hits, patched_t = runs["model"]
+    patch, patched_out, hits = runs["model"][:3]
     found["hits_per_forward"] = hits
     found["unmatched_calls"] = patch.unmatched
     if not any(hits.values()):
         # No kernel left to put in: a user installs nothing, and runs the model as it is.
         found["patched_is_eager"] = True
-        patched_t, patched_out = found["timings"]["eager"], eager_out
-        runs = {name: guard.Run(None, None, {}, eager[name]) for name in eager}
-    found["timings"]["patched_eager"] = patched_t
-    found["phases_vs_eager"] = {name: guard.versus(runs[name].timing, eager[name]) for name in eager}
+        patched_out = eager_out
+        runs = {name: guard.Run(None, None, {}, run.eager, run.eager) for name, run in runs.items()}
+    found["timings"]["eager"], found["timings"]["patched_eager"] = runs["model"].eager, runs["model"].timing
+    found["phases_vs_eager"] = {name: guard.versus(run.timing, run.eager) for name, run in runs.items()}
     if llm:
+        found["timings"]["eager_prefill"] = runs["prefill"].eager
         found["timings"]["patched_prefill"] = runs["prefill"].timing
     phase("timed the patched model; timing the graph pass alone", found)
     # The same graph pass with no kernel: what running the graph as FX code costs, and whether the
     # traced graph alone computes what eager does (a model may take other paths when traced).
+    bares, fns = [], {}
     for name, each in traced.items():
         bare = Patch([])
         run_bare = calling(each.using(bare))
@@ -307,14 +326,17 @@ def run(request: dict) -> dict:
             found["graph_only_agreement"] = agreement(eager_out, bare_out)
             found["graph_calls_per_forward"] = bare.graph_calls
             found["reinplace_error"] = bare.reinplace_error or patch.reinplace_error
-        found["timings"][key] = timed(run_bare)
+        fns[f"eager_beside_{key}"], fns[key] = eager[name], run_bare
+        bares.append(bare)
+    found["timings"].update(together(fns))
+    for bare in bares:
         bare.release()
     if request.get("compile", True):
-        compiled(work, kept, calling, timed, eager_out, phase, found)
+        compiled(work, kept, calling, together, eager_out, phase, found)
     found.update(agreement(eager_out, patched_out))
     found["patched_vs_eager"] = guard.versus(found["timings"]["patched_eager"], found["timings"]["eager"])
     found["fallbacks"], found["fallback_errors"] = dict(patch.fallbacks), dict(patch.errors)
-    overhead_ms = found["timings"]["graph_only"]["median_ms"] - found["timings"]["eager"]["median_ms"]
+    overhead_ms = found["timings"]["graph_only"]["median_ms"] - found["timings"]["eager_beside_graph_only"]["median_ms"]
     found["patch_overhead_ms_per_forward"] = overhead_ms
     found["patch_overhead_us_per_call"] = 1e3 * overhead_ms / max(counter.calls, 1)
     # Amdahl over the kernels that ran in the patched forward: a kept kernel whose calls a longer

@@ -44,6 +44,24 @@ def test_a_call_s_host_time_is_read_from_the_window_nothing_slowed(slow_window):
     assert measured.host_ms == 1.0, (slow_window, device.batches)
 
 
+def test_calls_timed_together_share_the_host_s_drift():
+    # A host that slows as the run goes on (a shared machine): two equal calls timed one after the
+    # other differ by the drift; timed together, in alternating rounds, they do not.
+    started = time.perf_counter()
+
+    def drifting(x):  # 1 ms a call at first, 1 ms more each 50 ms since
+        time.sleep(0.001 * (1 + (time.perf_counter() - started) / 0.05))
+        return x
+
+    cpu, inputs = torch.device("cpu"), [[torch.ones(4)]]
+    apart = [timing.measure(drifting, inputs, cpu, budget_ms=60, warmup_ms=1).median_ms for _ in range(2)]
+    together = timing.measure_together({"a": drifting, "b": drifting}, inputs, cpu, budget_ms=60, warmup_ms=1)
+    a, b = together["a"].median_ms, together["b"].median_ms
+    assert apart[1] > 1.5 * apart[0], apart
+    assert max(a, b) < 1.25 * min(a, b), together
+    assert together["a"].runs >= 8 and together["a"].host_ms is not None
+
+
 def test_a_gpu_lead_changes_nothing_on_the_cpu():
     measured = timing.measure(lambda x: x * 2, [[torch.ones(4)]], torch.device("cpu"), budget_ms=10, gpu_lead=True)
     assert measured.lead_ms == 0.0 and measured.median_ms > 0

@@ -21,9 +21,9 @@ def test_a_model_slower_with_its_kernels_loses_the_one_that_saved_least_until_it
 
     def patched(kept):
         ran = {k.task_id: hits[k.task_id] for k in kept if k.task_id in hits}
-        return {"model": guard.Run(None, None, ran, _spread(model_ms[len(kept)]))}
+        return {"model": guard.Run(None, None, ran, _spread(model_ms[len(kept)]), _spread(10.0))}
 
-    kept, runs = guard.settle(kernels, decisions, {"model": _spread(10.0)}, patched, lambda ks: ks)
+    kept, runs = guard.settle(kernels, decisions, patched, lambda ks: ks)
     timing = runs["model"][3]
     assert [k.task_id for k in kept] == ["k2", "k3"] and timing["median_ms"] == 9.8
     by_id = {d.task_id: d for d in decisions}
@@ -38,9 +38,9 @@ def test_with_only_kernels_that_never_ran_left_the_pass_itself_is_what_is_slower
 
     def patched(kept):
         calls.append(len(kept))
-        return {"model": guard.Run(None, None, {}, _spread(12.0))}
+        return {"model": guard.Run(None, None, {}, _spread(12.0), _spread(10.0))}
 
-    kept, _ = guard.settle([kernel], decisions, {"model": _spread(10.0)}, patched, lambda ks: ks)
+    kept, _ = guard.settle([kernel], decisions, patched, lambda ks: ks)
     assert kept == [kernel] and decisions[0].decision == "kept" and calls == [1]
 
 
@@ -57,13 +57,14 @@ def test_every_reported_phase_is_held_to_eagers_time_not_only_the_whole_forward(
         prefill = _spread(44.0 if "at_prefill" in ids else 40.0)
         whole = _spread(99.0 if "at_prefill" in ids else 95.0)
         runs = {
-            "model": guard.Run(None, None, {t: 4 for t in ids}, whole),
-            "prefill": guard.Run(None, None, {t: 4 for t in ids & {"at_prefill"}}, prefill),
+            "model": guard.Run(None, None, {t: 4 for t in ids}, whole, eager["model"]),
+            "prefill": guard.Run(None, None, {t: 4 for t in ids & {"at_prefill"}}, prefill, eager["prefill"]),
         }
-        runs["decode"] = guard.Run(None, None, {t: 4 for t in ids & {"at_decode"}}, guard.difference(whole, prefill))
+        decode = guard.difference(whole, prefill)
+        runs["decode"] = guard.Run(None, None, {t: 4 for t in ids & {"at_decode"}}, decode, eager["decode"])
         return runs
 
-    kept, runs = guard.settle(kernels, decisions, eager, patched, lambda ks: ks)
+    kept, runs = guard.settle(kernels, decisions, patched, lambda ks: ks)
     assert [k.task_id for k in kept] == ["at_decode"] and runs["prefill"][3]["median_ms"] == 40.0
     assert decisions[0].decision == "slower_in_model" and "the prefill took 44 ms" in decisions[0].reason
     assert decisions[1].decision == "kept"
@@ -81,13 +82,30 @@ def test_a_phase_slower_with_no_kernel_in_it_takes_every_kernel_out(tmp_path):
         seen.append(len(kept))
         hits = {k.task_id: 2 for k in kept}
         return {
-            "model": guard.Run(None, None, hits, _spread(90.0)),
-            "prefill": guard.Run(None, None, {}, _spread(45.0)),
+            "model": guard.Run(None, None, hits, _spread(90.0), eager["model"]),
+            "prefill": guard.Run(None, None, {}, _spread(45.0), eager["prefill"]),
         }
 
-    kept, _ = guard.settle(kernels, decisions, eager, patched, lambda ks: ks)
+    kept, _ = guard.settle(kernels, decisions, patched, lambda ks: ks)
     assert kept == [] and seen == [2, 0]
     assert all(d.decision == "slower_in_model" and "ran no kernel there" in d.reason for d in decisions)
+
+
+def test_each_kept_set_is_weighed_against_eager_timed_beside_it_not_earlier(tmp_path):
+    # The host slowed between two weighings (on the H200's host eager ResNet-50 went from 4.2 to
+    # 7.2 ms a forward within a minute): a patched run of 12 ms is a tie with the 12 ms eager timed
+    # beside it, not slower than the 10 ms eager of an earlier moment; and a patched run slower
+    # than its own eager is slower, however eager did before.
+    kernel = _kernel(tmp_path)
+    for eager_ms, expected in ((12.0, "kept"), (8.0, "slower_in_model")):
+        decisions = [guard.Decision("add_relu", "kept", op_ms=1.0, kernel_ms=0.5)]
+
+        def patched(kept, eager_ms=eager_ms):
+            ran = {k.task_id: 1 for k in kept}
+            return {"model": guard.Run(None, None, ran, _spread(12.0 if kept else eager_ms), _spread(eager_ms))}
+
+        guard.settle([kernel], decisions, patched, lambda ks: ks)
+        assert decisions[0].decision == expected, (eager_ms, decisions[0])
 
 
 def test_a_difference_of_timings_takes_the_widest_spread():

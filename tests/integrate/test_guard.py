@@ -108,6 +108,22 @@ def test_each_kept_set_is_weighed_against_eager_timed_beside_it_not_earlier(tmp_
         assert decisions[0].decision == expected, (eager_ms, decisions[0])
 
 
+def test_a_phase_timed_on_its_own_pass_keeps_kernels_only_when_not_slower_at_the_median(tmp_path):
+    # 10.15 ms against 10 ms is a tie by the spreads (2% each side), but no gain: on a pass of its
+    # own the kernel goes. A phase got by difference (no pass of its own, its spread the two
+    # timings' widest) is held to the spreads only.
+    kernel = _kernel(tmp_path)
+    for own_pass, expected in ((object(), "slower_in_model"), (None, "kept")):
+        decisions = [guard.Decision("add_relu", "kept", op_ms=1.0, kernel_ms=0.5)]
+
+        def patched(kept, own_pass=own_pass):
+            ran = {k.task_id: 1 for k in kept}
+            return {"model": guard.Run(own_pass, None, ran, _spread(10.15 if kept else 10.0), _spread(10.0))}
+
+        guard.settle([kernel], decisions, patched, lambda ks: ks)
+        assert decisions[0].decision == expected, (own_pass, decisions[0])
+
+
 def test_a_difference_of_timings_takes_the_widest_spread():
     d = guard.difference(
         {"median_ms": 10.0, "p20_ms": 9.0, "p80_ms": 11.0}, {"median_ms": 4.0, "p20_ms": 3.5, "p80_ms": 4.5}

@@ -115,9 +115,9 @@ def test_a_smaller_kept_set_is_weighed_on_the_same_pass_then_passed_and_timed_al
             kernel.task_id, "kept", "", len(calls), 1.0, speeds[kernel.task_id], 1.0 / speeds[kernel.task_id]
         )
 
-    verdicts = iter(["slower"])
+    verdicts = iter([True])  # the first phase weighed is slower; every later one is not
     monkeypatch.setattr(guard, "decide", decide)
-    monkeypatch.setattr(guard, "versus", lambda a, b: next(verdicts, "tie"))
+    monkeypatch.setattr(guard, "_no_gain", lambda run: next(verdicts, False))
     request = {
         "model": f"{__name__}:build_two_chains",
         "device": "cpu",

@@ -1,8 +1,8 @@
 """Where the bare graph pass's time over eager goes on a built-in model: eager, the graph as
 `forgebench e2e` runs it (writes in place, calls bound), the graph with each of those steps left
 out, and torch.compile's aot_eager (the same trace, run by AOTAutograd as FX code), timed as the
-model run times them (timing.measure, no GPU lead); then torch.profiler's busiest ATen ops of one
-forward, eager against the bare graph, and the graph's ops by count.
+model run times them (timing.measure, no GPU lead); the graph's calls by op against eager's;
+then torch.profiler's busiest ATen ops of one forward, eager against the bare graph.
 (docs/benchmarks.md, fifteenth session: ResNet-50's bare pass took 5.68 ms against eager's 4.07
 on the H200.)
 
@@ -13,12 +13,25 @@ import sys
 from collections import Counter
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness import devices
 from harness.capture.sources import from_builtin
 from harness.evaluate import timing
 from harness.integrate.graph_patch import Patch
 from harness.integrate.traced import Traced
+
+
+class _OpCounter(TorchDispatchMode):
+    """Eager's ATen calls by op, as they reach the dispatcher's Python mode (the trace's level)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: Counter = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls[str(func)] += 1
+        return func(*args, **(kwargs or {}))
 
 
 def main(name: str, overrides: list[str]) -> None:
@@ -53,7 +66,15 @@ def main(name: str, overrides: list[str]) -> None:
         print(f"{label:40s} {timed(fn)}", flush=True)
     ((_, gm),) = bare._passed.items()
     ops = Counter(str(getattr(n.target, "op", n.target)) for n in gm.graph.nodes if n.op == "call_function")
-    print("graph calls:", sum(ops.values()), "\n" + "\n".join(f"  {n:5d} {op}" for op, n in ops.most_common(25)))
+    eager_ops = _OpCounter()
+    with eager_ops:
+        work.run()
+    # Where the graph makes more calls than eager (Qwen3.5 on the H200: 8,740 against 5,539).
+    print(
+        f"calls: graph {sum(ops.values())}, eager {sum(eager_ops.calls.values())}; graph, eager, op (most added first):"
+    )
+    for op in sorted(set(ops) | set(eager_ops.calls), key=lambda o: eager_ops.calls[o] - ops[o])[:30]:
+        print(f"  {ops[op]:6d} {eager_ops.calls[op]:6d} {op}")
     torch._dynamo.reset()
     plain = torch.compile(work.model, backend="aot_eager", dynamic=False)
     plain(*work.inputs)

@@ -200,9 +200,7 @@ def measure(
         raise ValueError("measure needs at least one input set")
     device = devices.of(device)
     runner = _Runner(fn, input_sets, working if working is not None else clone_inputs(input_sets[0]), device, flush)
-    estimate = max(runner.run(1)[0], 1e-3)  # the first call pays lazy initialisation: never counted
-    runner.run(max(1, min(max_runs, int(warmup_ms / estimate))))
-    estimate = max(statistics.median(runner.run(3)), 1e-3)
+    estimate = _warmed(runner, warmup_ms, max_runs)
     lead_ms = 0.0
     if gpu_lead and device.asynchronous:
         lead_ms = min(_MAX_LEAD_MS, 1.25 * statistics.median(runner.host_ms) + 0.01)
@@ -227,18 +225,14 @@ def measure_together(
 ) -> dict[str, Timing]:
     """Several calls of the same inputs (an op and the kernel in its place; whole forwards of a
     model, variants of one, of no inputs) timed side by side, each with budget_ms, each on a clone
-    of its own refreshed as measure does: in `rounds` rounds each runs its share, in an order reversed from
-    round to round. A host shared with other work drifts: on the H200's host, eager ResNet-50
+    of its own refreshed as measure does: in `rounds` rounds each runs its share, in an order
+    reversed from round to round. A host shared with other work drifts: on the H200's host, eager ResNet-50
     took 4.2 to 7.2 ms a forward within one minute of one process (docs/benchmarks.md, fifteenth
     session), so two calls timed a minute apart compare the moments, not the calls. Timed together,
     a drift falls on each alike. No GPU lead: each is timed as it serves, its host time counted."""
     device = devices.of(device)
     runners = {name: _Runner(fn, input_sets, clone_inputs(input_sets[0]), device) for name, fn in fns.items()}
-    per_call = {}
-    for name, runner in runners.items():
-        estimate = max(runner.run(1)[0], 1e-3)  # the first call pays lazy initialisation: never counted
-        runner.run(max(1, min(max_runs, int(warmup_ms / estimate))))
-        per_call[name] = max(statistics.median(runner.run(3)), 1e-3)
+    per_call = {name: _warmed(runner, warmup_ms, max_runs) for name, runner in runners.items()}
     samples: dict[str, list[float]] = {name: [] for name in fns}
     host: dict[str, list[float]] = {name: [] for name in fns}
     order = list(fns)
@@ -248,6 +242,13 @@ def measure_together(
             samples[name] += runners[name].run(n)
             host[name] += runners[name].host_ms
     return {name: _timing(runners[name], samples[name], host[name], 0.0) for name in fns}
+
+
+def _warmed(runner: _Runner, warmup_ms: float, max_runs: int) -> float:
+    """Warms the call up for warmup_ms; then the ms one call takes, estimated."""
+    estimate = max(runner.run(1)[0], 1e-3)  # the first call pays lazy initialisation: never counted
+    runner.run(max(1, min(max_runs, int(warmup_ms / estimate))))
+    return max(statistics.median(runner.run(3)), 1e-3)
 
 
 def _timing(runner: _Runner, samples: list[float], host_ms: list[float], lead_ms: float) -> Timing:

@@ -190,14 +190,17 @@ def difference(whole: dict, part: dict) -> dict:
 
 def _no_gain(run: Run) -> bool:
     """Whether a phase is held to be slower with the kernels. Kernels are optional and the model
-    as it is the safe default, so doubt goes against them: a phase timed on its own pass (the whole
-    forward, an LLM's prefill) must not be slower at the median, spreads or not (ResNet-50 on the
-    H200's drifting host: 0.89x at the median, a tie by the spreads, fifteenth session); a phase got
-    by difference (a decode step: two timings of 100 ms each, less each other) only beyond the
-    spreads."""
+    as it is the safe default, so doubt goes against them: a phase timed on its own pass (the
+    whole forward, an LLM's prefill) where a kernel ran must not be slower at the median, spreads
+    or not (ResNet-50 on the H200's drifting host: 0.89x at the median, a tie by the spreads,
+    fifteenth session); a phase got by difference (a decode step: two timings of 100 ms each,
+    less each other) only beyond the spreads."""
     if versus(run.timing, run.eager) == "slower":
         return True
-    return run.patch is not None and run.timing["median_ms"] > run.eager["median_ms"]
+    # Where no kernel ran, the phase is the graph pass alone: its small cost, within the spreads,
+    # is no reason to drop kernels that gain elsewhere (a decode step's, for a prefill).
+    ran = any(run.hits.values())
+    return ran and run.patch is not None and run.timing["median_ms"] > run.eager["median_ms"]
 
 
 def settle(

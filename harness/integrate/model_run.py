@@ -134,28 +134,36 @@ def compiled(work, kept: list[Kernel], calling, together, eager_out, phase, foun
     torch._dynamo.reset()
     phase("compiling the model with torch.compile", found)
     runs = {"eager": work.run}
-    try:
-        runs["compile"] = calling(torch.compile(work.model))
-        runs["compile"]()
-    except Exception as exc:  # a model Inductor cannot compile here: said, and the rest stands
-        found["compile_error"] = f"{type(exc).__name__}: {exc}"[:400]
-        return
-    if kept:
-        # The kernels in place and Inductor around them: each kernel an opaque op to it. (Dynamo
-        # keeps both compilations of the model: its guards tell their backends apart.)
+    # Both compilations stay, to be timed side by side. Dynamo's guards tell their backends apart,
+    # but it counts both against one limit of compilations a frame (as an LLM's decode steps
+    # count theirs), past which it would run a frame eagerly without a word.
+    limit = max(64, torch._dynamo.config.recompile_limit)
+    with torch._dynamo.config.patch(recompile_limit=limit):
         try:
-            compiled_patch = Patch(kept)
-            run_both = calling(compiled_patch.compile(work.model, inductor=True))
-            both_out = run_both()
-            found["patched_compile_hits_per_forward"] = dict(compiled_patch.hits)
-            found["patched_compile_agreement"] = agreement(eager_out, both_out)
-            runs["patched_compile"] = run_both
-        except Exception as exc:  # Inductor and the kernels do not compose on this model: said
-            found["patched_compile_error"] = f"{type(exc).__name__}: {exc}"[:400]
-    timed = together(runs)
+            runs["compile"] = calling(torch.compile(work.model))
+            runs["compile"]()
+        except Exception as exc:  # a model Inductor cannot compile here: said, and the rest stands
+            found["compile_error"] = f"{type(exc).__name__}: {exc}"[:400]
+            return
+        if kept:  # the kernels in place and Inductor around them: each kernel an opaque op to it
+            try:
+                compiled_patch = Patch(kept)
+                run_both = calling(compiled_patch.compile(work.model, inductor=True))
+                both_out = run_both()
+                found["patched_compile_hits_per_forward"] = dict(compiled_patch.hits)
+                found["patched_compile_agreement"] = agreement(eager_out, both_out)
+                runs["patched_compile"] = run_both
+            except Exception as exc:  # Inductor and the kernels do not compose on this model: said
+                found["patched_compile_error"] = f"{type(exc).__name__}: {exc}"[:400]
+        try:
+            timed = together(runs)
+        except Exception as exc:  # out of memory with every variant alive, say: said, and the rest stands
+            found["compile_error"] = f"while timing: {type(exc).__name__}: {exc}"[:400]
+            return
     found["timings"]["compile"], found["timings"]["eager_beside_compile"] = timed["compile"], timed["eager"]
     if "patched_compile" in timed:
         found["timings"]["patched_compile"] = timed["patched_compile"]
+        found["timings"]["eager_beside_patched_compile"] = timed["eager"]
         # Inductor fuses much of what the kernels replace, and cannot fuse across them: with
         # them it can be slower than alone (ResNet-50 on the H200, fifteenth session).
         found["patched_compile_vs_compile"] = guard.versus(timed["patched_compile"], timed["compile"])

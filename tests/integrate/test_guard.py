@@ -124,6 +124,23 @@ def test_a_phase_timed_on_its_own_pass_keeps_kernels_only_when_not_slower_at_the
         assert decisions[0].decision == expected, (own_pass, decisions[0])
 
 
+def test_a_phase_where_no_kernel_ran_is_held_to_the_spreads_only(tmp_path):
+    # The prefill ran no kernel: its pass costs a little, within the spreads, and the decode
+    # kernel that gains over the whole request stays.
+    kernel = _kernel(tmp_path, CHAIN, "at_decode")
+    decisions = [guard.Decision("at_decode", "kept", op_ms=1.0, kernel_ms=0.5)]
+
+    def patched(kept):
+        hits = {k.task_id: 2 for k in kept}
+        return {
+            "model": guard.Run(object(), None, hits, _spread(95.0), _spread(100.0)),
+            "prefill": guard.Run(object(), None, {}, _spread(40.2), _spread(40.0)),
+        }
+
+    kept, _ = guard.settle([kernel], decisions, patched, lambda ks: ks)
+    assert [k.task_id for k in kept] == ["at_decode"] and decisions[0].decision == "kept"
+
+
 def test_a_difference_of_timings_takes_the_widest_spread():
     d = guard.difference(
         {"median_ms": 10.0, "p20_ms": 9.0, "p80_ms": 11.0}, {"median_ms": 4.0, "p20_ms": 3.5, "p80_ms": 4.5}

@@ -261,7 +261,8 @@ def _site(args: argparse.Namespace) -> int:
 
 
 def _e2e(args: argparse.Namespace) -> int:
-    from harness.integrate.e2e import describe, run_e2e
+    from harness.integrate.e2e import run_e2e
+    from harness.integrate.e2e_report import describe
     from harness.record import store
 
     tracking_uri, experiment = store(args.tracking_uri, args.experiment)

@@ -226,10 +226,11 @@ def measure_together(
     """Several calls of the same inputs (an op and the kernel in its place; whole forwards of a
     model, variants of one, of no inputs) timed side by side, each with budget_ms, each on a clone
     of its own refreshed as measure does: in `rounds` rounds each runs its share, in an order
-    reversed from round to round. A host shared with other work drifts: on the H200's host, eager ResNet-50
-    took 4.2 to 7.2 ms a forward within one minute of one process (docs/benchmarks.md, fifteenth
-    session), so two calls timed a minute apart compare the moments, not the calls. Timed together,
-    a drift falls on each alike. No GPU lead: each is timed as it serves, its host time counted."""
+    reversed from round to round. A host shared with other work drifts: on the H200's host, eager
+    ResNet-50 took 4.2 to 7.2 ms a forward within one minute of one process (docs/benchmarks.md,
+    fifteenth session), so two calls timed a minute apart compare the moments, not the calls.
+    Timed together, a drift falls on each alike. No GPU lead: each is timed as it serves, its host
+    time counted."""
     device = devices.of(device)
     runners = {name: _Runner(fn, input_sets, clone_inputs(input_sets[0]), device) for name, fn in fns.items()}
     per_call = {name: _warmed(runner, warmup_ms, max_runs) for name, runner in runners.items()}

@@ -7,7 +7,7 @@ from collections import namedtuple
 import torch
 
 from harness.capture.builtin import PrefillThenDecode
-from harness.integrate import e2e, model_run
+from harness.integrate import e2e_report, model_run
 
 Output = namedtuple("Output", "logits past_key_values")
 VOCAB, HIDDEN = 64, 32
@@ -56,10 +56,10 @@ def test_an_llm_request_is_timed_whole_and_its_prefill_alone_and_every_steps_tok
     assert found["graph_only_agreement"]["tokens_match"] is True and found["reinplace_error"] is None
     assert found["phases_vs_eager"] == {"model": "tie", "prefill": "tie", "decode": "tie"}
     assert "graph_only_prefill" in found["timings"]
-    metrics = e2e.summary_metrics(found)
+    metrics = e2e_report.summary_metrics(found)
     for key in ("prefill_eager_ms", "prefill_patched_ms", "e2e_prefill_speedup_vs_eager", "decode_step_eager_ms"):
         assert metrics[key] > 0, (key, metrics)
-    told = e2e.describe({**found, "model": "tiny", "run_id": "r", "request": request})
+    told = e2e_report.describe({**found, "model": "tiny", "run_id": "r", "request": request})
     assert "a decode step, eager (by difference)" in told and "host-bound" not in told  # a CPU's host is its device
     assert "torch.compile and torch.compile + kept kernels: not timed (--no-compile)" in told
     assert "no kernel was left in the model: the patched model is the model as it is" in told
@@ -67,5 +67,5 @@ def test_an_llm_request_is_timed_whole_and_its_prefill_alone_and_every_steps_tok
     # The same figures from a GPU whose host took as long to issue the forward as it ran: said.
     eager = {**found["timings"]["eager"], "host_ms": found["timings"]["eager"]["median_ms"]}
     on_gpu = {**found, "timings": {**found["timings"], "eager": eager}, "request": {**request, "device": "cuda"}}
-    assert "eager is host-bound here" in e2e.describe({**on_gpu, "model": "tiny", "run_id": "r"})
+    assert "eager is host-bound here" in e2e_report.describe({**on_gpu, "model": "tiny", "run_id": "r"})
     assert (tmp_path / "model_run.partial.json").is_file()  # what it had measured, as it went

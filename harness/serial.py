@@ -9,6 +9,7 @@ from files an untrusted process could have written (a worker's report).
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 import types
 import typing
@@ -23,6 +24,8 @@ class RecordError(ValueError):
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, tuple):
@@ -74,6 +77,11 @@ def _typed(value: Any, hint: Any, where: str) -> Any:
         raise RecordError(f"{where} is {value!r}, not {hint.__name__}")
     if hint is Path:
         return Path(_typed(value, str, where))
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        try:
+            return hint(value)
+        except ValueError as exc:
+            raise RecordError(f"{where} is {value!r}, not one of {[m.value for m in hint]}") from exc
     if dataclasses.is_dataclass(hint):
         return from_dict(hint, value, where)
     container = origin or hint

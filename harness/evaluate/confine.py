@@ -123,3 +123,40 @@ def _allow(ruleset: int, path: str, allowed: int) -> None:
             _fail(f"landlock_add_rule {path}")
     finally:
         os.close(fd)
+
+
+_CLONE_NEWNS, _CLONE_NEWPID = 0x00020000, 0x20000000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
+
+
+def _mount(source: bytes, target: bytes, kind: bytes | None, flags: int, data: bytes | None) -> None:
+    if _libc.mount(source, target, kind, ctypes.c_ulong(flags), data) != 0:
+        _fail(f"mount {target.decode()}")
+
+
+def hide_other_processes(own_pid_namespace: bool) -> None:
+    """Leave the worker no other process to see (as root, before it drops to nobody): with
+    own_pid_namespace it becomes the first process of a PID namespace of its own (this process then
+    waits for it and ends as it ended: the caller goes on only in the new process) and sees itself
+    alone; else (CUDA IPC needs the device's processes in one PID namespace) it keeps the namespace
+    and sees only its own user's processes (hidepid). Either way with a /proc of its own, in a mount
+    namespace of its own. Raises OSError where the kernel refuses (no CAP_SYS_ADMIN)."""
+    if _libc.unshare(_CLONE_NEWNS | (_CLONE_NEWPID if own_pid_namespace else 0)) != 0:
+        _fail("unshare")
+    if own_pid_namespace:
+        pid = os.fork()
+        if pid:
+            _relay(pid)
+    _mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)  # nothing mounted here reaches the host
+    _mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, b"hidepid=2")
+
+
+def _relay(pid: int) -> None:
+    """Wait for the namespace's first process and end as it ended (a signal as that signal)."""
+    import signal
+
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)

@@ -14,10 +14,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import devices
+from harness import devices, serial
 from harness.errors import ForgeBenchError
 from harness.evaluate import baselines, confine, handover, ncu, stdlib_copy, verdict
+from harness.evaluate.checks import near_constant
 from harness.evaluate.footprint import check_fits
+from harness.evaluate.outputs import read as read_outputs
+from harness.evaluate.referee import Refereed, Session, secret_seed
 from harness.evaluate.report import WorkerReport
 from harness.evaluate.result import EvalResult
 from harness.evaluate.roofline import floor_ms
@@ -42,6 +45,7 @@ class _Reference:
     outputs_path: Path  # expected outputs, in a folder no worker can enter once written
     bounds_path: Path  # each expected output's per-element bound (tolerance.py), beside it
     report: WorkerReport  # the reference worker's: baselines by name, ceilings, bases of the bounds
+    degenerate: str | None = None  # why a constant would pass across the check seeds (checks.near_constant)
 
     def fields(self) -> dict:
         """The baselines' part of every EvalResult of the task, whatever its verdict."""
@@ -144,6 +148,7 @@ class Evaluator:
         task: Task,
         trusted: bool = False,
         pool: ZygotePool | None = None,
+        started=lambda pid: None,
     ) -> WorkerReport:
         """Run one worker and read its report, or make one of how it ended (verdict.of_exit). A
         trusted worker (the reference and its baselines) keeps our user and has compiler caches of
@@ -151,7 +156,7 @@ class Evaluator:
         could write to would let it run code in the reference's worker."""
         s = self.settings
         memory_gb = s.memory_gb if self.platform.limit_address_space else None
-        cache_root = self.cache_dir / "reference" if trusted else self.cache_dir
+        cache_root = self.cache_dir / "reference" if trusted else self._source_cache(folder / "candidate.py")
         shared_dirs = list(self.platform.cache_dirs(cache_root).values())
         env = prepare_workdir(folder, self.platform.worker_env(cache_root), shared_dirs, unprivileged=not trusted)
         reads = [self._reference_copy(task).parent]
@@ -164,9 +169,15 @@ class Evaluator:
             reads.append(self._stdlib_copy)
         confinement = Confinement.for_worker(folder, reads, shared_dirs) if self._confine else None
         drop = self.platform.drop_privileges and not trusted
-        exit_ = (pool or self._workers).run(request, folder, timeout_s, memory_gb, env, drop, confinement)
-        # What a worker wrote (outputs that pass the checks) is closed to every later worker.
-        close_to_workers(folder)
+        # A worker of its own PID namespace sees no other process; CUDA IPC (handover.py) needs the
+        # device's processes in one, so there it sees only its own user's.
+        processes = "hidden" if self._device.shares_memory else "own_namespace"
+        exit_ = (pool or self._workers).run(
+            request, folder, timeout_s, memory_gb, env, drop, confinement, processes, started
+        )
+        # What a worker wrote (outputs that pass the checks, its builds) is closed to every later worker.
+        for closed in (folder, *shared_dirs):
+            close_to_workers(closed)
         result_path = folder / "result.json"
         if exit_.returncode != 0 or not result_path.is_file():
             ended = verdict.of_exit(exit_.returncode, timeout_s, exit_.log)
@@ -176,6 +187,15 @@ class Evaluator:
         except (OSError, ValueError) as exc:  # the candidate shares the worker's process: a forged report
             unusable = verdict.of_unusable_report(str(exc))
             return WorkerReport(unusable.verdict, unusable.reason)
+
+    def _source_cache(self, candidate: Path) -> Path:
+        """The build caches of one candidate source, keyed by its content: a build is reused only by
+        the same source, so no candidate can plant a library another will load, or read another's
+        sources. Opened to the worker while it runs, closed to every worker after (_run)."""
+        sources = self.cache_dir / "sources"
+        make_worker_folder(sources)  # pass-through only: a worker can neither list nor create keys here
+        digest = hashlib.sha256(candidate.read_bytes() if candidate.is_file() else b"").hexdigest()[:24]
+        return sources / digest
 
     def ceilings(self) -> dict[str, float] | None:
         return json.loads(self._ceilings_path.read_text()) if self._ceilings_path.is_file() else None
@@ -196,7 +216,12 @@ class Evaluator:
             if report.ceilings is not None:
                 self._ceilings_path.parent.mkdir(parents=True, exist_ok=True)
                 self._ceilings_path.write_text(json.dumps({**report.ceilings, "env": report.env}))
-            self._references[task.id] = _Reference(folder / "outputs.bin", folder / "bounds.bin", report)
+            degenerate = None
+            if self._device.refereed:  # the judge process decides it on the other path (judge.py)
+                degenerate = near_constant(
+                    read_outputs(folder / "outputs.bin", self._device.torch_device()), task.tolerance
+                )
+            self._references[task.id] = _Reference(folder / "outputs.bin", folder / "bounds.bin", report, degenerate)
         return self._references[task.id]
 
     def _candidate_folder(self, kind: str, task: Task, candidate_source: str) -> Path:
@@ -216,6 +241,8 @@ class Evaluator:
             _discard(reference.bounds_path)
 
     def evaluate(self, task: Task, candidate_source: str, profile: bool = False) -> EvalResult:
+        if self._device.refereed:
+            return self._refereed(task, candidate_source, profile)
         reference = self.reference(task)
         folder = self._candidate_folder("candidates", task, candidate_source)
         started = time.perf_counter()
@@ -258,6 +285,117 @@ class Evaluator:
             result.phases["worker_start_s"] = max(0.0, worker_s - report.wall_s)
         result.phases["wall_s"] = time.perf_counter() - started
         return result
+
+    def _refereed(self, task: Task, candidate_source: str, profile: bool) -> EvalResult:
+        """The candidate refereed from this process (referee.py): its worker's report is diagnosis."""
+        reference = self.reference(task)
+        folder = self._candidate_folder("candidates", task, candidate_source)
+        session = self.work_dir / "sessions" / task.id / folder.name
+        started = time.perf_counter()
+        ref_request = self._request(task, "session_reference", session, first_seed=secret_seed())
+        timeout_s = self.settings.timeout_s
+
+        def start_candidate(layout, started) -> WorkerReport:
+            extra = {
+                "candidate_path": str(folder / "candidate.py"),
+                "layout": serial.to_dict(layout),
+                "profile": profile,
+            }
+            request = self._request(task, "session_candidate", folder, **extra)
+            return self._run(request, folder, timeout_s, task, started=started)
+
+        # The reference session waits on the candidate, which may use all of its time limit.
+        session_timeout_s = self.settings.reference_timeout_s + 2 * timeout_s
+        refereed = Session(self.settings, timeout_s, unprivileged=self.platform.drop_privileges).run(
+            session,
+            lambda: self._run(ref_request, session, session_timeout_s, task, trusted=True),
+            folder,
+            start_candidate,
+            own_roots=[self._source_cache(folder / "candidate.py")],
+        )
+        shutil.rmtree(session, ignore_errors=True)  # the reference session's inputs and outputs
+        for name in ("call_inputs.bin", "call_outputs.bin"):
+            _discard(folder / name)
+        result = self._refereed_result(task, reference, refereed)
+        result.phases["wall_s"] = time.perf_counter() - started
+        return result
+
+    def _refereed_result(self, task: Task, reference: _Reference, refereed: Refereed) -> EvalResult:
+        report = refereed.report or WorkerReport("crash")
+        verdict_, reason = refereed.verdict, refereed.reason
+        if verdict_ == "correct" and report.verdict != "correct":  # the worker's own checks can only reject
+            verdict_, reason = report.verdict, report.reason
+        self._raise_harness_fault(task, report)
+        result = EvalResult(
+            task.id,
+            self.platform.name,
+            verdict_,
+            reason=reason,
+            **reference.fields(),
+            phases={**refereed.phases},
+            env=dict(reference.report.env),  # the trusted worker's: the candidate's could be forged
+            cached_build=report.cached_build,
+            profile=dict(report.profile),
+            torch_ops=list(report.torch_ops),
+            torch_ops_rule=self.settings.torch_ops or "forbid",
+            timed_by="referee",
+            calls_checked=refereed.calls_judged,
+            census=dict(refereed.census),
+        )
+        if refereed.census_skipped:
+            result.checks_skipped["census"] = shorten(refereed.census_skipped, 300)
+        if refereed.tolerance:
+            result.tolerance = refereed.tolerance
+        if not result.correct:
+            return result
+        if reference.degenerate:
+            return self._set(result, verdict.Verdict("rejected", reference.degenerate))
+        paired = refereed.paired
+        timed = paired.second
+        result.time_ms, result.time_p20_ms, result.time_p80_ms = timed.median_ms, timed.p20_ms, timed.p80_ms
+        result.host_ms = timed.median_ms  # a call done when it returns: its host time is its time
+        result.time_quantiles_ms = list(timed.quantiles_ms)
+        result.checks_skipped.update({k: shorten(v, 300) for k, v in report.checks_skipped.items()})
+        # Eager is timed beside the candidate; every other baseline keeps its ratio to eager from the
+        # reference worker, where they were timed together, so a drift of the host falls on neither.
+        eager_then = result.baselines.get("eager")
+        result.baselines_reference = dict(result.baselines)
+        result.baselines = {
+            name: ms * paired.first.median_ms / eager_then if eager_then else ms
+            for name, ms in result.baselines.items()
+        }
+        result.baselines["eager"] = paired.first.median_ms
+        result.speedups = {name: ms / timed.median_ms for name, ms in result.baselines.items()}
+        result.speedups["eager"] = paired.ratio
+        if eager_then:
+            for name, ms in result.baselines_reference.items():
+                result.speedups[name] = paired.ratio * ms / eager_then
+        result.speedup_vs_eager_p20, result.speedup_vs_eager_p80 = paired.ratio_p20, paired.ratio_p80
+        return self._finish_speedups(task, result)
+
+    def _raise_harness_fault(self, task: Task, report: WorkerReport) -> None:
+        if report.harness_fault and importlib.util.find_spec(report.harness_fault.split(".")[0]):
+            # The module exists for the harness, so the worker's failure to import it is ours: the
+            # task errors with the reason rather than the candidate taking a verdict for it.
+            raise ForgeBenchError(
+                f"task '{task.id}': {report.reason}; this is the harness's fault, not the candidate's."
+            )
+
+    def _finish_speedups(self, task: Task, result: EvalResult) -> EvalResult:
+        """The named speedups, the best baseline, and the floor's verdict (a task that states no
+        bytes moved is floored by its inputs' and outputs' bytes)."""
+        result.speedup_vs_eager = result.speedups.get("eager")
+        result.speedup_vs_compile = result.speedups.get("compile")
+        if result.baselines:
+            result.best_baseline = min(result.baselines, key=result.baselines.get)
+            result.speedup_vs_best = result.speedups[result.best_baseline]
+        ceilings = self.ceilings()
+        reference = self._references.get(task.id)
+        moved = task.bytes_moved or (reference.report.io_bytes if reference else None)
+        floor = floor_ms(moved, task.flops, ceilings) if ceilings else None
+        if floor:
+            result.sol_fraction = floor / result.time_ms
+        return self._set(result, verdict.of_floor(result.time_ms, floor, self.platform.max_sol_fraction))
 
     def build(self, task: Task, candidate_source: str) -> EvalResult | None:
         """Build the candidate's kernels in a sandboxed worker, filling the build caches, without
@@ -340,12 +478,7 @@ class Evaluator:
     def _judge(
         self, task: Task, report: WorkerReport, reference: _Reference, folder: Path, shared: dict | None = None
     ) -> EvalResult:
-        if report.harness_fault and importlib.util.find_spec(report.harness_fault.split(".")[0]):
-            # The module exists for the harness, so the worker's failure to import it is ours: the
-            # task errors with the reason rather than the candidate taking a verdict for it.
-            raise ForgeBenchError(
-                f"task '{task.id}': {report.reason}; this is the harness's fault, not the candidate's."
-            )
+        self._raise_harness_fault(task, report)
         result = EvalResult(
             task.id,
             self.platform.name,
@@ -382,16 +515,7 @@ class Evaluator:
         result.time_quantiles_ms = list(timed.quantiles_ms[:101])
         result.checks_skipped = {k: shorten(v, 300) for k, v in report.checks_skipped.items()}
         result.speedups = {name: ms / result.time_ms for name, ms in result.baselines.items()}
-        result.speedup_vs_eager = result.speedups.get("eager")
-        result.speedup_vs_compile = result.speedups.get("compile")
-        if result.baselines:
-            result.best_baseline = min(result.baselines, key=result.baselines.get)
-            result.speedup_vs_best = result.speedups[result.best_baseline]
-        ceilings = self.ceilings()
-        floor = floor_ms(task.bytes_moved, task.flops, ceilings) if ceilings else None
-        if floor:
-            result.sol_fraction = floor / result.time_ms
-        return self._set(result, verdict.of_floor(result.time_ms, floor, self.platform.max_sol_fraction))
+        return self._finish_speedups(task, result)
 
     @staticmethod
     def _set(result: EvalResult, decided: verdict.Verdict | None) -> EvalResult:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from harness.devices import Device
 from harness.evaluate import baselines, outputs, timing, tolerance
 from harness.evaluate.checks import compare
@@ -20,6 +22,10 @@ def expected_outputs(model, inputs: list, request: dict) -> tolerance.Expected:
     if request.get("tolerance_basis", "fp64") != "fp64":
         return tolerance.fixed(eager)
     return tolerance.derive(model, inputs, eager, request.get("tolerance"))
+
+
+def _nbytes(values: list) -> int:
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
 
 
 def run_reference(request: dict, device: Device, reference) -> WorkerReport:
@@ -56,6 +62,7 @@ def run_reference(request: dict, device: Device, reference) -> WorkerReport:
         baselines_host_ms=times.host_ms,
         phases=phases,
         tolerance=[e.basis for e in expected],
+        io_bytes=_nbytes(check_sets[0]) + _nbytes(expected[0].outputs),
     )
     if request.get("measure_ceilings"):
         from harness.evaluate.roofline import measure_ceilings

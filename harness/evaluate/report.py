@@ -35,6 +35,7 @@ class WorkerReport:
     baselines_setup_s: dict[str, float] = field(default_factory=dict)
     tolerance: list[dict[str, Any]] = field(default_factory=list)  # each check seed's bound (tolerance.py)
     ceilings: dict[str, Any] | None = None
+    io_bytes: int | None = None  # a call's inputs and outputs: the floor's bytes where the task states none
     harness_fault: str | None = None  # a standard-library module the worker could not import
     profiler_failure: str | None = None
 

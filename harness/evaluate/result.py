@@ -33,12 +33,19 @@ class EvalResult:
     baselines: dict[str, float] = field(default_factory=dict)  # baseline name -> its median ms
     baselines_host_ms: dict[str, float] = field(default_factory=dict)  # baseline name -> host ms of a call
     speedup_vs_eager: float | None = None
+    # Where eager and the kernel were timed in alternating rounds (timed_by "referee"): the 20th and
+    # 80th percentiles of the rounds' ratios, whose median is speedup_vs_eager.
+    speedup_vs_eager_p20: float | None = None
+    speedup_vs_eager_p80: float | None = None
     speedup_vs_compile: float | None = None
     speedups: dict[str, float] = field(default_factory=dict)  # baseline name -> its time / the kernel's
     # The fastest baseline timed on the task (eager, compile, max-autotune, Liger, FlashInfer, ...) and
     # the speedup over it: a kernel is credited with beating the best available only when this is > 1.
     best_baseline: str | None = None
     speedup_vs_best: float | None = None
+    # Each baseline as the reference's worker timed it, before it was carried to the kernel's moment
+    # through eager's time beside the kernel (the referee's rounds); empty where it was not.
+    baselines_reference: dict[str, float] = field(default_factory=dict)
     baselines_skipped: dict[str, str] = field(default_factory=dict)  # baseline name -> why it was not timed
     baselines_setup_s: dict[str, float] = field(default_factory=dict)  # baseline name -> build/compile seconds
     sol_fraction: float | None = None
@@ -50,6 +57,13 @@ class EvalResult:
     tolerance: dict[str, Any] = field(default_factory=dict)
     torch_ops_rule: str = "forbid"  # evaluate.torch_ops when it was judged
     torch_ops: list[str] = field(default_factory=list)  # PyTorch compute its forward ran (under allow)
+    # Whose clock timed the kernel and who judged its calls: "referee" (the harness's process, outside
+    # the candidate's reach: referee.py) or "worker" (inside the candidate's process, on a GPU for now).
+    timed_by: str = "worker"
+    calls_checked: int = 0  # calls whose outputs the referee had judged (every call it made)
+    # Where the kernel's CPU time went, sampled by perf events from the referee's process (census.py):
+    # the share of samples by library ("own", "pytorch", "python", ...) and their number ("samples").
+    census: dict[str, float] = field(default_factory=dict)
 
     DERIVED = ("correct",)  # serial.to_dict writes it beside the fields
 

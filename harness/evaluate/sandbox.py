@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -179,10 +180,11 @@ def prepare_workdir(
             _hand_over(folder)
     if unprivileged:
         _hand_over(workdir)
-    for folder in shared_dirs:  # caches every worker of this kind writes to
+    for folder in shared_dirs:  # the worker's build caches (one candidate source's, or the reference's)
         folder.mkdir(parents=True, exist_ok=True)
-        if os.getuid() == 0:
-            folder.chmod(0o1777 if unprivileged else 0o700)
+        folder.chmod(0o700)
+        if unprivileged:
+            _hand_over(folder)
     env.update(HOME=str(home), TMPDIR=str(tmp), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
     env.update(extra)
     return env
@@ -223,13 +225,18 @@ class _Zygote:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def run(self, job: dict) -> dict:
+    def run(self, job: dict, started: Callable[[int], None] = lambda pid: None) -> dict:
+        """Run a job; `started` is told the forked worker's pid (as the zygote saw it) once it exists."""
         self.proc.stdin.write(json.dumps(job) + "\n")
         self.proc.stdin.flush()
-        answer = self._answer()
-        if not answer:
-            raise RuntimeError("the worker zygote died")
-        return json.loads(answer)
+        while True:
+            answer = self._answer()
+            if not answer:
+                raise RuntimeError("the worker zygote died")
+            message = json.loads(answer)
+            if "started" not in message:
+                return message
+            started(int(message["started"]))
 
     def close(self, grace_s: float = 0.0) -> None:
         """Stop the zygote: at once, or (grace_s) by closing its input and waiting, so that a
@@ -284,7 +291,11 @@ class ZygotePool:
         env: dict[str, str],
         drop_privileges: bool,
         confinement: Confinement | None,
+        processes: str = "visible",
+        started: Callable[[int], None] = lambda pid: None,
     ) -> WorkerExit:
+        """Run one worker to its end. `processes`: "own_namespace" (it sees itself alone), "hidden"
+        (it sees its own user's processes only) or "visible" (as root only: zygote.py)."""
         log_path = workdir / "worker.log"
         job = {
             "request_path": str(request_path),
@@ -295,11 +306,12 @@ class ZygotePool:
             "env": env,
             "drop_privileges": drop_privileges,
             "confinement": asdict(confinement) if confinement else None,
+            "processes": processes,
             "inherit_env": bool(self.wrapper),  # the wrapper's variables (ncu's injection) must reach cuInit
         }
         zygote = self._acquire()
         try:
-            answer = zygote.run(job)
+            answer = zygote.run(job, started)
         finally:
             zygote.lock.release()
         log = log_path.read_text(errors="replace") if log_path.is_file() else ""

@@ -253,8 +253,6 @@ def _warmed(runner: _Runner, warmup_ms: float, max_runs: int) -> float:
 
 
 def _timing(runner: _Runner, samples: list[float], host_ms: list[float], lead_ms: float) -> Timing:
-    samples = sorted(samples)
-    quantile = lambda q: samples[min(len(samples) - 1, int(q * len(samples)))]
     host = statistics.median(host_ms)
     if runner.device.asynchronous:
         # Also from a few calls issued to an idle queue: in the long run a GPU-bound call fills the
@@ -263,8 +261,57 @@ def _timing(runner: _Runner, samples: list[float], host_ms: list[float], lead_ms
         # process's first timing, benchmarks/lead_probe.py), never sped up: the lesser is the host's.
         runner.run(_HOST_SAMPLES)
         host = min(host, statistics.median(runner.host_ms))
-    quantiles = tuple(quantile(i / (QUANTILES - 1)) for i in range(QUANTILES))
-    return Timing(statistics.median(samples), quantile(0.2), quantile(0.8), len(samples), host, lead_ms, quantiles)
+    return of_samples(samples, host, lead_ms)
+
+
+def _quantile(samples: list[float], q: float) -> float:
+    return samples[min(len(samples) - 1, int(q * len(samples)))]
+
+
+def of_samples(samples: Sequence[float], host_ms: float | None = None, lead_ms: float = 0.0) -> Timing:
+    """The Timing of these calls' times (ms): median, 20th and 80th percentiles, QUANTILES points."""
+    ordered = sorted(samples)
+    quantiles = tuple(_quantile(ordered, i / (QUANTILES - 1)) for i in range(QUANTILES))
+    return Timing(
+        statistics.median(ordered),
+        _quantile(ordered, 0.2),
+        _quantile(ordered, 0.8),
+        len(ordered),
+        host_ms,
+        lead_ms,
+        quantiles,
+    )
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Two calls timed in alternating rounds on one clock (the referee's): each one's time net of the
+    bracket's own cost, and the speedup as the median of the rounds' ratios with its spread."""
+
+    first: Timing
+    second: Timing
+    ratio: float  # median over rounds of first / second
+    ratio_p20: float
+    ratio_p80: float
+    bracket_ms: float  # the bracket's own cost, taken from both
+
+
+def paired(first_ms: Sequence[float], second_ms: Sequence[float], bracket_ms: Sequence[float]) -> Paired:
+    """Round i's first_ms[i] and second_ms[i], each with the median of bracket_ms (what a bracket costs
+    with no call in it: the handshake and the copies) taken off; a net time never counts below a
+    twentieth of its bracket's (a call cannot be cheaper than nothing)."""
+    cost = statistics.median(bracket_ms) if bracket_ms else 0.0
+    net = lambda ms: max(ms - cost, ms / 20)
+    first, second = [net(ms) for ms in first_ms], [net(ms) for ms in second_ms]
+    ratios = sorted(f / s for f, s in zip(first, second))
+    return Paired(
+        of_samples(first),
+        of_samples(second),
+        statistics.median(ratios),
+        _quantile(ratios, 0.2),
+        _quantile(ratios, 0.8),
+        cost,
+    )
 
 
 # Points of the timed calls' distribution a Timing keeps (0%, 5%, ..., 100%): enough to draw it and

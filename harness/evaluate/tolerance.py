@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from harness.evaluate.checks import flatten, tolerance_for
+from harness.evaluate.checks import flatten, scaled_atol, tolerance_for
 
 # How many times eager's own error an honest reordering may reach.
 KAPPA = 4.0
@@ -113,6 +113,7 @@ def _derive(model: torch.nn.Module, inputs: list[Any], eager: list[torch.Tensor]
                 {"basis": "eager", "reason": f"eager is {rho:.2g} of the magnitudes off fp64: more than rounding"},
             )
         atol, rtol = tolerance_for(want.dtype, tolerance)
+        atol = scaled_atol(atol, e)
         scale = KAPPA * max(rho, eps)
         if by_element:
             bound = (atol + rtol * size + scale * m).to(torch.float32)

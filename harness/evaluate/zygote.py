@@ -63,6 +63,11 @@ def _become_worker(job: dict, code_roots: list[str]) -> None:
         os.environ.clear()
     os.environ.update(job["env"])
     tempfile.tempdir = None  # the zygote's preloads fixed it at /tmp; the worker's TMPDIR is its own
+    if job.get("processes") in ("own_namespace", "hidden") and os.getuid() == 0:
+        try:
+            confine.hide_other_processes(own_pid_namespace=job["processes"] == "own_namespace")
+        except OSError as exc:  # a container without CAP_SYS_ADMIN: the worker sees other processes
+            print(f"forgebench: other processes stay visible to this worker ({exc})", file=sys.stderr)
     if job.get("drop_privileges") and os.getuid() == 0:
         # As nobody the candidate cannot read root's processes (/proc/<pid>/environ) or files.
         os.setgroups([])
@@ -158,6 +163,7 @@ def serve() -> None:
         pid = os.fork()
         if pid == 0:
             _run_child(job, code_roots)
+        print(json.dumps({"started": pid}), file=out, flush=True)  # for the referee's census (census.py)
         status, timed_out = _wait(pid, job["timeout_s"])
         if not timed_out:
             try:

@@ -1,0 +1,349 @@
+"""The referee: the harness's own process decides a candidate's verdict and time, outside the ring.
+
+It drives two workers over their links (arena.py, protocol.py): a reference session (trusted) that
+draws every call's inputs under seeds only the referee knows, runs eager PyTorch and judges outputs,
+and the candidate's worker. For every call the referee writes the inputs into the candidate's shared
+memory itself, times the call on its own clock from before the inputs are written until the answer
+arrives, copies the outputs out at once, checks that the inputs are as written, and has the
+reference session judge the outputs: every call, checked and timed alike. Eager and the candidate
+are timed in alternating rounds, and the speedup is the median of the rounds' ratios
+(timing.paired). What the candidate's worker reports of itself can only make its verdict worse.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy
+
+from harness.errors import ForgeBenchError
+from harness.evaluate import timing
+from harness.evaluate.arena import NOBODY, Link, Region, WorkerGone
+from harness.evaluate.census import Census, CensusUnavailable, worker_pid
+from harness.evaluate.protocol import Answer, Command, Layout, Order, ProtocolError, decode, encode
+from harness.evaluate.report import WorkerReport
+from harness.evaluate.settings import EvalSettings
+from harness.evaluate.verdict import VERDICTS, shorten
+
+# Draws beyond the task's usual scale, within its inputs' contract (floating inputs scaled): large
+# logits find a softmax without max-subtraction, tiny values an absolute tolerance too loose for them.
+# A scale at which eager's own output is not finite is skipped for the task.
+EXTREME_SCALES = (100.0, 1e-3)
+# Each timed call's outputs are compared with eager's of the same round (checks.agrees: a stale or
+# skipped call cannot pass); this share of them, chosen by the referee after the call, is also judged
+# in full against the fp64 reference, as every check draw is.
+JUDGED_SHARE = 0.25
+WARMUP_ROUNDS = 2  # timed rounds not counted: the first calls of fresh inputs pay lazy set-up
+_WALL_CAP_S = 60.0
+# Under evaluate.torch_ops=forbid, a forward whose computing time (census.py: the samples in PyTorch's
+# compute library, the candidate's own, and other libraries and generated code; not the interpreter,
+# libc's copies or PyTorch's dispatch) lies this much in PyTorch's, over at least _CENSUS_SAMPLES of
+# them, is rejected. Measured: a forward of PyTorch ops 98%, a C++ kernel 2% (docs/evaluation.md).
+PYTORCH_SHARE, _CENSUS_SAMPLES = 0.5, 30
+COMPUTE = (
+    "pytorch",
+    "own",
+    "other",
+    "anonymous",
+)  # the timed rounds stop here whatever the budget (slow judges of huge tasks)
+_clock = time.perf_counter
+
+
+def secret_seed() -> int:
+    """A seed from the operating system's randomness, never written where a worker can read it first."""
+    return int.from_bytes(os.urandom(8), "little") >> 1
+
+
+class Decided(Exception):
+    """The referee's verdict on the candidate, reached before the rounds ended."""
+
+    def __init__(self, verdict: str, reason: str, report: WorkerReport | None = None):
+        super().__init__(reason)
+        self.verdict, self.reason, self.report = verdict, shorten(reason), report
+
+
+@dataclass
+class Refereed:
+    verdict: str
+    reason: str = ""
+    paired: timing.Paired | None = None  # eager first, the candidate second
+    calls_judged: int = 0
+    tolerance: dict = field(default_factory=dict)
+    report: WorkerReport | None = None  # the candidate worker's own, for diagnosis
+    census: dict[str, float] = field(default_factory=dict)  # shares of sampled CPU time by library, "samples"
+    census_skipped: str = ""  # why there is no census
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+class _Worker:
+    """A worker running in a thread of ours (its sandbox's run), spoken to over its link."""
+
+    def __init__(self, run: Callable[[], WorkerReport], link: Link, deadline: Callable[[], float]):
+        self.link, self.deadline = link, deadline
+        self._report: WorkerReport | None = None
+        self.seconds: dict[str, float] = {}  # by order: where the session's time went (diagnosis)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, args=(run,), daemon=True)
+        self._thread.start()
+
+    def _main(self, run: Callable[[], WorkerReport]) -> None:
+        try:
+            self._report = run()
+        except BaseException as exc:  # handed to whoever asks for the report
+            self._error = exc
+
+    def ask(self, command: Command | None) -> Answer:
+        start = _clock()
+        if command is not None:
+            self.link.send(encode(command))
+        answer = decode(Answer, self.link.receive(self.deadline(), self._thread.is_alive))
+        name = command.order.value if command is not None else "ready"
+        self.seconds[name] = self.seconds.get(name, 0.0) + _clock() - start
+        return answer
+
+    def report(self) -> WorkerReport:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._report
+
+
+def _worker_ended(worker: _Worker, why: str) -> Decided:
+    """The candidate's worker stopped answering: its own report says how (an exit, a build failure)."""
+    report = worker.report()
+    if report.verdict != "correct":
+        return Decided(report.verdict, report.reason, report)
+    # The harness's worker writes `correct` only after the referee's last order: this report was
+    # written by the candidate, which then ended its process.
+    return Decided(
+        "rejected",
+        f"the worker ended before the referee's calls were done ({why}), leaving a report that claims `correct`: "
+        "a forged record (the referee times and judges; a worker's report is only diagnosis)",
+        report,
+    )
+
+
+class Session:
+    """One candidate refereed against its task's reference."""
+
+    def __init__(self, settings: EvalSettings, timeout_s: float, unprivileged: bool):
+        self.settings, self.unprivileged, self.timeout_s = settings, unprivileged, timeout_s
+        self.judged = 0
+        self.tolerance: dict = {}
+        self.census: Census | None = None
+        self.census_skipped = ""
+        self.started_pid: int | None = None
+
+    def run(
+        self,
+        reference_folder: Path,
+        start_reference: Callable[[], WorkerReport],
+        candidate_folder: Path,
+        start_candidate: Callable[[Layout, Callable[[int], None]], WorkerReport],
+        own_roots: list[Path] = (),
+    ) -> Refereed:
+        phases: dict[str, float] = {}
+        started = _clock()
+        # The reference session answers each order within its own time (a judge of a large task);
+        # the candidate within what is left of its time limit, at which the sandbox kills it.
+        reference_wait = lambda: time.monotonic() + self.settings.reference_timeout_s
+        self.ref = _Worker(start_reference, Link(reference_folder), reference_wait)
+        layout = self._reference_answer(None).layout
+        if layout is None:
+            raise ForgeBenchError("the reference session sent no layout")
+        self.layout = layout
+        regions = {n: Region(reference_folder / f"{n}.bin") for n in ("pristine", "working", "eager", "got")}
+        self.pristine, self.working = regions["pristine"].array(), regions["working"].array()
+        self.got = regions["got"].array()
+        owner = NOBODY if self.unprivileged else None
+        c_in = Region(candidate_folder / "call_inputs.bin", layout.input_bytes, create=True, owner=owner)
+        c_out = Region(candidate_folder / "call_outputs.bin", layout.output_bytes, create=True, owner=owner)
+        self.c_in, self.c_out = c_in.array(), c_out.array()
+        deadline = time.monotonic() + self.timeout_s + 10.0  # the sandbox kills the worker at timeout_s
+        run = lambda: start_candidate(layout, lambda pid: setattr(self, "started_pid", pid))
+        self.cand = _Worker(run, Link(candidate_folder, owner), lambda: deadline)
+        result = Refereed("correct", phases=phases)
+        try:
+            try:
+                ready = self.cand.ask(None)  # built and ready
+                phases["start_s"] = _clock() - started
+                phases["build_s"] = ready.phases.get("build_s", 0.0)  # the worker's own account
+                self._take_census(list(own_roots))
+                start = _clock()
+                self._check_draws()
+                phases["check_s"] = _clock() - start
+                start = _clock()
+                result.paired = self._timed_rounds()
+                phases["timing_s"] = _clock() - start
+                self._judge_census(result)
+                self.cand.link.send(encode(Command(Order.FINISH)))
+            except WorkerGone as gone:
+                raise _worker_ended(self.cand, str(gone)) from gone
+            except ProtocolError as exc:
+                raise Decided("crash", f"the worker's answer is not the referee's protocol ({exc})") from exc
+            result.report = self.cand.report()
+        except Decided as decided:
+            result.verdict, result.reason, result.paired = decided.verdict, decided.reason, None
+            result.report = decided.report
+        finally:
+            if self.census is not None:
+                self.census.close()
+            self._finish_reference()
+            for link in (self.ref.link, self.cand.link):
+                link.close()
+        result.calls_judged, result.tolerance = self.judged, self.tolerance
+        for who, worker in (("reference", self.ref), ("candidate", self.cand)):
+            phases.update({f"{who}_{order}_s": s for order, s in worker.seconds.items()})
+        return result
+
+    def _take_census(self, own_roots: list[Path]) -> None:
+        try:
+            if self.started_pid is None:
+                raise CensusUnavailable("the sandbox did not say which process is the worker")
+            self.census = Census(worker_pid(self.started_pid), own_roots)
+        except OSError as exc:  # CensusUnavailable, or the worker gone meanwhile
+            self.census_skipped = str(exc)
+
+    def _judge_census(self, result: Refereed) -> None:
+        if self.census is None:
+            result.census_skipped = self.census_skipped
+            return
+        shares, samples = self.census.shares(), sum(self.census.counts.values())
+        result.census = {**shares, "samples": float(samples)}
+        computing = sum(n for where, n in self.census.counts.items() if where in COMPUTE)
+        share = self.census.counts["pytorch"] / computing if computing else 0.0
+        forbid = (self.settings.torch_ops or "forbid") == "forbid"
+        if forbid and computing >= _CENSUS_SAMPLES and share >= PYTORCH_SHARE:
+            raise Decided(
+                "rejected",
+                f"{share:.0%} of forward's computing time ran in PyTorch's compute library (libtorch_cpu), "
+                f"{self.census.counts['own'] / computing:.0%} in the candidate's own library ({computing} samples "
+                "taken by perf events from outside the worker): the computation must be the candidate's own "
+                "kernels (evaluate.torch_ops=forbid)",
+            )
+
+    def _reference_answer(self, command: Command | None) -> Answer:
+        try:
+            return self.ref.ask(command)
+        except (WorkerGone, ProtocolError) as exc:
+            report = self.ref.report() if isinstance(exc, WorkerGone) else None
+            why = report.reason if report is not None and report.reason else str(exc)
+            raise ForgeBenchError(f"the reference session failed ({shorten(why, 500)})") from exc
+
+    def _finish_reference(self) -> None:
+        try:
+            self.ref.link.send(encode(Command(Order.FINISH)))
+        except OSError:
+            pass
+        report = self.ref.report()
+        if report.verdict != "correct":
+            raise ForgeBenchError(f"the reference session failed ({shorten(report.reason, 500)})")
+
+    def _draw(self, scale: float = 1.0) -> Answer:
+        return self._reference_answer(Command(Order.DRAW, seed=secret_seed(), scale=scale))
+
+    def _eager_call(self, scalars: list) -> float:
+        n = self.layout.input_bytes
+        start = _clock()
+        self.working[:n] = self.pristine[:n]
+        self._reference_answer(Command(Order.CALL, scalars=scalars))
+        return (_clock() - start) * 1e3
+
+    def _blank(self) -> float:
+        n = self.layout.input_bytes
+        start = _clock()
+        self.working[:n] = self.pristine[:n]
+        self._reference_answer(Command(Order.BLANK))
+        return (_clock() - start) * 1e3
+
+    def _candidate_call(self, scalars: list) -> float:
+        """One call of the candidate on the pristine inputs, timed from before the inputs reach it to
+        its answer; its outputs copied out for the judge before anything else."""
+        n, m = self.layout.input_bytes, self.layout.output_bytes
+        if self.census is not None:
+            self.census.start()
+        start = _clock()
+        self.c_in[:n] = self.pristine[:n]
+        answer = self.cand.ask(Command(Order.CALL, scalars=scalars))
+        ms = (_clock() - start) * 1e3
+        self.got[:m] = self.c_out[:m]
+        if self.census is not None:
+            self.census.stop()
+        if not answer.ok:
+            verdict = answer.verdict if answer.verdict in VERDICTS and answer.verdict != "correct" else "crash"
+            raise Decided(verdict, answer.reason or "the worker reported a failed call")
+        changed = self._changed_input()
+        if changed is not None:
+            raise Decided("rejected", f"input {changed} was modified by forward; inputs must be left unchanged")
+        return ms
+
+    def _changed_input(self) -> int | None:
+        n = self.layout.input_bytes
+        if numpy.array_equal(self.c_in[:n], self.pristine[:n]):
+            return None
+        for i, slot in enumerate(self.layout.inputs):
+            if slot is None:
+                continue
+            span = slice(slot.offset, slot.offset + slot.extent * _itemsize(slot.dtype))
+            if not numpy.array_equal(self.c_in[span], self.pristine[span]):
+                return i
+        return -1
+
+    def _judge(self, where: str, full: bool = True) -> None:
+        answer = self._reference_answer(Command(Order.JUDGE if full else Order.AGREE))
+        self.judged += 1
+        if full:
+            self.tolerance = self.tolerance or dict(answer.tolerance)
+        if not answer.ok:
+            raise Decided("incorrect", f"{answer.reason} (on {where})")
+
+    def _check_draws(self) -> None:
+        """Calls on secret draws at the task's scale and at extreme scales, judged before any timing."""
+        draws = [1.0] + list(EXTREME_SCALES)
+        for i, scale in enumerate(draws):
+            drawn = self._draw(scale)
+            if not drawn.ok:  # eager itself overflows at this scale: not a valid draw for the task
+                continue
+            self._candidate_call(drawn.scalars)
+            where = f"check draw {i + 1}" if scale == 1.0 else f"an extreme draw (floating inputs x{scale:g})"
+            self._judge(f"{where}, inputs from a secret seed")
+
+    def _timed_rounds(self) -> timing.Paired:
+        s = self.settings
+        eager, candidate, blank = [], [], []
+        counted, rounds, started = 0.0, 0, _clock()
+        while True:
+            drawn = self._draw()
+            if rounds % 2 == 0:
+                e_ms, c_ms = self._eager_call(drawn.scalars), self._candidate_call(drawn.scalars)
+            else:
+                c_ms, e_ms = self._candidate_call(drawn.scalars), self._eager_call(drawn.scalars)
+            b_ms = self._blank()
+            where = f"timed call {rounds + 1}, inputs from a secret seed"
+            self._judge(where, full=False)
+            if int.from_bytes(os.urandom(2), "little") < JUDGED_SHARE * 65536:
+                self._judge(where)
+            rounds += 1
+            if rounds > WARMUP_ROUNDS:
+                eager.append(e_ms)
+                candidate.append(c_ms)
+                blank.append(b_ms)
+                counted += c_ms
+            n = len(candidate)
+            enough = n >= _MIN_ROUNDS and counted >= s.budget_ms
+            if enough or n >= _MAX_ROUNDS or (n >= _MIN_ROUNDS and _clock() - started > _WALL_CAP_S):
+                return timing.paired(eager, candidate, blank)
+
+
+_MIN_ROUNDS, _MAX_ROUNDS = 5, 1000
+
+
+def _itemsize(dtype: str) -> int:
+    from harness.evaluate.outputs import DTYPES
+
+    return DTYPES[dtype].itemsize

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from harness import serial
@@ -20,7 +20,7 @@ VERSION = 1
 MAX_LINE = 1 << 16  # an answer longer than this is not one the worker's harness code writes
 
 
-class Order(str, Enum):
+class Order(StrEnum):
     DRAW = "draw"  # reference session: draw inputs under a seed into the pristine region
     CALL = "call"  # run forward on the inputs region; copy its outputs into the outputs region
     BLANK = "blank"  # reference session: only the output copy, the bracket's own cost

@@ -155,7 +155,8 @@ def serve_candidate(request: dict, device: Device, reference) -> WorkerReport:
         model = build_model(candidate.ModelNew, reference, request["init_seed"], on)
         weights = copy_parameters(ref_model, model)
     except Exception as exc:
-        raise Verdict("runtime_error", shorten(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-3)}"))
+        reason = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-3)}"
+        raise Verdict("runtime_error", shorten(reason)) from exc
     if weights:
         notes["weights"] = weights
     watched = Watched(model)

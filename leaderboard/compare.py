@@ -1,5 +1,6 @@
 """`forgebench compare`: suite runs side by side on the tasks both attempted, won, lost or tied
-within the timing spread, with the paired geomean ratio of their guarded speedups."""
+within the timing spread, with the paired geomean of what B delivers over A task by task, read as
+each task's verdict was decided (so the headline agrees with the wins)."""
 
 from __future__ import annotations
 
@@ -91,6 +92,22 @@ def _verdict(pair) -> tuple[str, str]:
     return ("win" if pair.time_ms_b < pair.time_ms_a else "loss"), rule
 
 
+def _gain(pair) -> float:
+    """What B delivers over A on one task, read as its verdict was decided, so the headline agrees with
+    the wins: 1 for a tie; the kernels' own times where both are correct (each run's eager was timed at
+    another moment, and a ratio of speedups would carry the machine's drift between them); the guarded
+    speedups where one is correct (the guard delivers eager for the other)."""
+    if pair.verdict == "tie":
+        return 1.0
+    if pair.rule != "correctness":
+        return float(pair.time_ms_a / pair.time_ms_b)
+    a, b = (
+        stats.guarded([s], [c > 0])[0]
+        for s, c in ((pair.speedup_vs_eager_a, pair.correct_a), (pair.speedup_vs_eager_b, pair.correct_b))
+    )
+    return float(b / a)
+
+
 def _about(tasks: pd.DataFrame, run_id: str) -> dict[str, str]:
     first = tasks[tasks["parent_run_id"] == run_id].iloc[0]
     return {"run": run_id[:8], "run_id": run_id, **{k: first[k] for k in ("agent", "model", "device", "task_set")}}
@@ -111,8 +128,7 @@ def compare_runs(
             f"runs {a_id[:8]} and {b_id[:8]} share no task (same task id and task_hash); compare runs of one task set."
         )
     pairs[["verdict", "rule"]] = [_verdict(pair) for pair in pairs.itertuples()]
-    a_delivered, b_delivered = (stats.guarded(pairs[f"speedup_vs_eager_{s}"], pairs[f"correct_{s}"] > 0) for s in "ab")
-    ratio, low, high = stats.paired_ratio(a_delivered, b_delivered, resamples, seed)
+    ratio, low, high = stats.paired_ratio([1.0] * len(pairs), [_gain(p) for p in pairs.itertuples()], resamples, seed)
     cost_a, cost_b = (float(pairs[f"cost_usd_{s}"].fillna(0).sum()) for s in "ab")
     alone = {"a": "left_only", "b": "right_only"}
     only = {side: sorted(merged.loc[merged["_merge"] == which, "task"]) for side, which in alone.items()}
@@ -162,7 +178,7 @@ def _describe(comparison: Comparison) -> str:
         "",
         f"- {len(c.pairs)} tasks paired: B wins {c.count('win')}, loses {c.count('loss')}, "
         f"ties {c.count('tie')}" + (f" ({ties})" if ties else ""),
-        f"- geomean ratio of guarded speedups, B/A: {c.geomean_ratio:.3g} "
+        f"- geomean of B's gain over A per task (1 where tied): {c.geomean_ratio:.3g} "
         f"(95% bootstrap interval over tasks: {c.ci95_low:.3g} to {c.ci95_high:.3g})",
         f"- cost ratio, B/A (cost_usd over the paired tasks): {cost}",
         f"- solved only by B: {', '.join(c.solved_only_by('b')) or 'none'}; "

@@ -325,7 +325,8 @@ def test_compare_counts_wins_losses_and_ties_within_the_timing_spread(capsys, bo
     assert result["tie_rules"] == {"spread": 1, "within 5%": 1}
     assert (result["solved_only_by_b"], result["solved_only_by_a"]) == (["t3"], ["t5"])
     assert result["cost_ratio"] == pytest.approx(3.0)
-    expected = stats.geomean([2.04 / 2.0, 2.4 / 1.2, 1.5 / 1.0, 1.53 / 1.5, 1.0 / 3.0])
+    # Ties count 1; t2 the kernels' times (1.0 ms against 0.5); t3 and t5 the guarded speedups.
+    expected = stats.geomean([1.0, 1.0 / 0.5, 1.5 / 1.0, 1.0, 1.0 / 3.0])
     assert result["geomean_ratio"] == pytest.approx(expected)
     assert result["ci95_low"] < expected < result["ci95_high"]
     assert (result["a"]["run_id"], result["b"]["run_id"]) == (board["a"], board["b"])
@@ -425,3 +426,35 @@ def test_a_run_id_of_digits_alone_prints_as_text():
 
     board = render(pd.DataFrame({"run": ["12345678", "abcdef12"], "speedup": [1.23456, 2.0]}), ["run", "speedup"])
     assert "| 12345678 |" in board and "e+07" not in board
+
+
+def test_compare_headline_agrees_with_the_wins_when_eager_drifted_between_runs():
+    """B's kernels are faster on 5 of 6 tasks (spreads apart) and tie on one, but A's run met a busy
+    machine whose eager took twice as long, so A's speedups read higher: a headline of speedup
+    ratios said B was 0.6x; read as the verdicts are, B gains on every task it won."""
+    from leaderboard.compare import compare_runs
+
+    rows = []
+    for run, time_ms, eager_ms in (("a" * 32, 1.0, 10.0), ("b" * 32, 0.8, 5.0)):
+        for i in range(6):
+            t = 1.0 if i == 5 else time_ms
+            rows.append(
+                {
+                    "parent_run_id": run,
+                    "task": f"t{i}",
+                    "task_hash": f"t{i}-h",
+                    "correct": 1.0,
+                    "speedup_vs_eager": eager_ms / t,
+                    "time_ms": t,
+                    "time_p20_ms": 0.98 * t,
+                    "time_p80_ms": 1.02 * t,
+                    "cost_usd": 0.1,
+                    "agent": "mcts",
+                    "model": "offline",
+                    "device": "cpu",
+                    "task_set": "smoke",
+                }
+            )
+    comparison = compare_runs(pd.DataFrame(rows), "a" * 32, "b" * 32, resamples=200)
+    assert (comparison.count("win"), comparison.count("loss"), comparison.count("tie")) == (5, 0, 1)
+    assert comparison.geomean_ratio == pytest.approx(1.25 ** (5 / 6))

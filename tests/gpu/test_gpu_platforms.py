@@ -265,9 +265,11 @@ def test_baselines_are_timed_at_their_gpu_work_unless_the_lead_is_off(make_evalu
     assert "eager" in led.baselines and "eager" in plain.baselines, (led.baselines_skipped, plain.baselines_skipped)
     led_ms, led_host = led.baselines["eager"], led.baselines_host_ms["eager"]
     plain_ms, plain_host = plain.baselines["eager"], plain.baselines_host_ms["eager"]
+    # Each time against the host time of the same calls, measured in the same window: the host's
+    # speed drifts from one evaluator's reference run to the next (the two led and plain times were
+    # once compared directly, and that failed in one call of two).
     assert plain_ms >= 0.8 * plain_host, (plain_ms, plain_host)  # without the lead: the host's time
     assert led_ms < 0.8 * led_host, (led_ms, led_host)  # with it: 256 small kernels, queued ahead
-    assert led_ms < 0.8 * plain_ms, (led_ms, plain_ms)
 
 
 def test_a_profiled_correct_candidate_gets_nsight_compute_metrics(triton):

@@ -42,9 +42,11 @@ WARMUP_ROUNDS = 2  # timed rounds not counted: the first calls of fresh inputs p
 _WALL_CAP_S = 60.0
 # Under evaluate.torch_ops=forbid, a forward whose computing time (census.py: the samples in PyTorch's
 # compute library, the candidate's own, and other libraries and generated code; not the interpreter,
-# libc's copies or PyTorch's dispatch) lies this much in PyTorch's, over at least _CENSUS_SAMPLES of
-# them, is rejected. Measured: a forward of PyTorch ops 98%, a C++ kernel 2% (docs/evaluation.md).
-PYTORCH_SHARE, _CENSUS_SAMPLES = 0.5, 30
+# libc's copies or PyTorch's dispatcher) lies this much in PyTorch's, over at least _CENSUS_SAMPLES of
+# them, is rejected. Measured on the 2-core machine: forwards of PyTorch ops 92-99%, a C++ RMSNorm
+# kernel 2%, and an honest 32x32 linear kernel 68% (its own work is tiny beside the allocation of its
+# output, which is in libtorch_cpu too: hence the margin).
+PYTORCH_SHARE, _CENSUS_SAMPLES = 0.8, 200
 COMPUTE = (
     "pytorch",
     "own",
@@ -180,13 +182,13 @@ class Session:
                 start = _clock()
                 result.paired = self._timed_rounds()
                 phases["timing_s"] = _clock() - start
-                self._judge_census(result)
                 self.cand.link.send(encode(Command(Order.FINISH)))
             except WorkerGone as gone:
                 raise _worker_ended(self.cand, str(gone)) from gone
             except ProtocolError as exc:
                 raise Decided("crash", f"the worker's answer is not the referee's protocol ({exc})") from exc
             result.report = self.cand.report()
+            self._judge_census(result)
         except Decided as decided:
             result.verdict, result.reason, result.paired = decided.verdict, decided.reason, None
             result.report = decided.report
@@ -219,13 +221,16 @@ class Session:
         share = self.census.counts["pytorch"] / computing if computing else 0.0
         forbid = (self.settings.torch_ops or "forbid") == "forbid"
         if forbid and computing >= _CENSUS_SAMPLES and share >= PYTORCH_SHARE:
-            raise Decided(
-                "rejected",
+            seen = (
                 f"{share:.0%} of forward's computing time ran in PyTorch's compute library (libtorch_cpu), "
                 f"{self.census.counts['own'] / computing:.0%} in the candidate's own library ({computing} samples "
-                "taken by perf events from outside the worker): the computation must be the candidate's own "
-                "kernels (evaluate.torch_ops=forbid)",
+                "taken by perf events from outside the worker)"
             )
+            report = result.report
+            if report is not None and report.verdict == "rejected":  # the worker's own checks name the ops
+                raise Decided("rejected", f"{report.reason}; and {seen}", report)
+            rule = "the computation must be the candidate's own kernels (evaluate.torch_ops=forbid)"
+            raise Decided("rejected", f"{seen}: {rule}", report)
 
     def _reference_answer(self, command: Command | None) -> Answer:
         try:

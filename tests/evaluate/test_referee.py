@@ -71,7 +71,9 @@ def planted(request, evaluator: Evaluator) -> Iterator[dict[str, Future[EvalResu
     # The poisoner goes first: the legitimate kernel's evaluations come after it.
     order = ["plants_a_library_for_others", *[n for n in PLANTED if n != "plants_a_library_for_others"]]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {n: pool.submit(evaluator.evaluate, task_of(n), source(n)) for n in order if n in selected}
+        # The legitimate kernels always: the plants' times are weighed against theirs.
+        wanted = [n for n in order if n in selected or PLANTED[n][1] is None]
+        futures = {n: pool.submit(evaluator.evaluate, task_of(n), source(n)) for n in wanted}
         yield futures
         for future in futures.values():
             future.cancel()

@@ -289,6 +289,10 @@ class Evaluator:
     def _refereed(self, task: Task, candidate_source: str, profile: bool) -> EvalResult:
         """The candidate refereed from this process (referee.py): its worker's report is diagnosis."""
         reference = self.reference(task)
+        if reference.degenerate:  # the task cannot tell a kernel from a constant: nothing is run
+            return EvalResult(
+                task.id, self.platform.name, "rejected", reason=reference.degenerate, **reference.fields()
+            )
         folder = self._candidate_folder("candidates", task, candidate_source)
         session = self.work_dir / "sessions" / task.id / folder.name
         started = time.perf_counter()
@@ -348,8 +352,6 @@ class Evaluator:
             result.tolerance = refereed.tolerance
         if not result.correct:
             return result
-        if reference.degenerate:
-            return self._set(result, verdict.Verdict("rejected", reference.degenerate))
         paired = refereed.paired
         timed = paired.second
         result.time_ms, result.time_p20_ms, result.time_p80_ms = timed.median_ms, timed.p20_ms, timed.p80_ms

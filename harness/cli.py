@@ -186,12 +186,13 @@ def _capture(args: argparse.Namespace) -> int:
 
 
 def _leaderboard(args: argparse.Namespace) -> int:
-    from harness.record import check_store_exists, store
+    from harness.record import check_experiment, check_store_exists, store
     from leaderboard.formats import FORMATS
     from leaderboard.table import RUN_LAYOUT, TASK_LAYOUT, by_task_set, per_task, select_runs, summarize, task_runs
 
     tracking_uri, experiment = store(args.tracking_uri, args.experiment)
     check_store_exists(tracking_uri)
+    check_experiment(tracking_uri, experiment)
     if args.e2e:
         from leaderboard.e2e import LAYOUT, e2e_runs
 
@@ -222,7 +223,7 @@ def _write_board(text: str, out: str | None) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from harness.record import check_store_exists, store
+    from harness.record import check_experiment, check_store_exists, store
     from leaderboard.compare import FORMATS, compare_runs, latest_per_group, pick_runs
     from leaderboard.table import select_runs, task_runs
 
@@ -230,6 +231,7 @@ def _compare(args: argparse.Namespace) -> int:
         raise ForgeBenchError("compare takes suite runs or --by, not both; drop the runs or the --by option.")
     tracking_uri, experiment = store(args.tracking_uri, args.experiment)
     check_store_exists(tracking_uri)
+    check_experiment(tracking_uri, experiment)
     tasks = task_runs(tracking_uri, experiment)
     if tasks.empty:
         raise ForgeBenchError(f"no ForgeBench runs in {tracking_uri} to compare; run `pytest suite/` first.")
@@ -249,11 +251,12 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _site(args: argparse.Namespace) -> int:
-    from harness.record import check_store_exists, store
+    from harness.record import check_experiment, check_store_exists, store
     from leaderboard.site import build_site, load_site
 
     tracking_uri, experiment = store(args.tracking_uri, args.experiment)
     check_store_exists(tracking_uri)
+    check_experiment(tracking_uri, experiment)
     out = Path(args.out)
     written = build_site(load_site(tracking_uri, experiment), out)
     print(f"wrote {len(written)} pages under {out}; open {out / 'index.html'}")
@@ -466,12 +469,12 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["run"]:  # Hydra parses its own command line (overrides, -m, hydra/launcher=...)
-        from harness.sweep import main as sweep
-
-        return sweep(argv[1:])
-    args = parser().parse_args(argv)
     try:
+        if argv[:1] == ["run"]:  # Hydra parses its own command line (overrides, -m, hydra/launcher=...)
+            from harness.sweep import main as sweep
+
+            return sweep(argv[1:])
+        args = parser().parse_args(argv)
         return args.handler(args)
     except ForgeBenchError as exc:
         print(f"forgebench: {exc}", file=sys.stderr)

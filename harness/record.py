@@ -128,6 +128,34 @@ def check_store_exists(tracking_uri: str) -> None:
         )
 
 
+def check_experiment(tracking_uri: str, experiment: str) -> None:
+    """A reading command names an experiment the store has (the default one may not exist yet: the
+    command then says the store holds no runs)."""
+    if experiment == DEFAULT_EXPERIMENT:
+        return
+    names = [e.name for e in mlflow_client(tracking_uri).search_experiments()]
+    if experiment not in names:
+        raise ForgeBenchError(
+            f"--experiment {experiment}: the store '{tracking_uri}' has no such experiment; it has "
+            f"{', '.join(sorted(names)) or 'none'}."
+        )
+
+
+def match_run_id(ids, prefix: str) -> str:
+    """The one suite run id among `ids` that starts with `prefix` (6 characters or more): every
+    command that takes a run id takes a unique prefix, as the leaderboard shows 8."""
+    if len(prefix) < 6:
+        raise ForgeBenchError(f"run id '{prefix}' is too short; give 6 or more characters of a suite run's id.")
+    matches = sorted({run for run in ids if isinstance(run, str) and run.startswith(prefix)})
+    if not matches:
+        raise ForgeBenchError(
+            f"no suite run's id starts with '{prefix}'; `forgebench leaderboard` lists the runs (column run)."
+        )
+    if len(matches) > 1:
+        raise ForgeBenchError(f"'{prefix}' starts {len(matches)} suite runs' ids ({', '.join(matches)}); give more.")
+    return matches[0]
+
+
 def mlflow_client(tracking_uri: str):
     """An MlflowClient, without the store's start-up chatter (schema INFO lines, an SQLAlchemy
     deprecation) that would bury the suite's own output."""

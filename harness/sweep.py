@@ -46,12 +46,28 @@ def _open_store(argv: list[str]) -> None:
     Recorder(*store(given.get("tracking_uri"), given.get("experiment")))
 
 
+def check_overrides(argv: list[str]) -> None:
+    """Compose every job's configuration once here, so a misspelt entry or a bad value is one sentence
+    at the start (ForgeBenchError) rather than Hydra's message from inside each job. Under -m each
+    value of a swept key (KEY=A,B) is tried in turn beside the others' first values."""
+    from harness.config import compose
+
+    given = [a for a in argv if "=" in a and not a.startswith(("-", "hydra"))]
+    swept = {i: a.split("=", 1) for i, a in enumerate(given) if "," in a and "[" not in a and "{" not in a}
+    first = [f"{swept[i][0]}={swept[i][1].split(',')[0]}" if i in swept else a for i, a in enumerate(given)]
+    compose(overrides=first)
+    for i, (key, values) in swept.items():
+        for value in values.split(",")[1:]:
+            compose(overrides=[*first[:i], f"{key}={value}", *first[i + 1 :]])
+
+
 def main(argv: list[str]) -> int:
     """Hand argv to Hydra, which composes conf/ (with the schema), sweeps with -m, and launches."""
     import hydra
 
     from harness.schema import register
 
+    check_overrides(argv)
     register()
     if {"-m", "--multirun"} & set(argv):
         _open_store(argv)

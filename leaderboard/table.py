@@ -151,16 +151,9 @@ def task_runs(tracking_uri: str, experiment: str, parent_run_id: str | None = No
 
 def resolve_run(tasks: pd.DataFrame, prefix: str) -> str:
     """The suite run whose id starts with `prefix` (6 characters or more, and only one run's)."""
-    if len(prefix) < 6:
-        raise ForgeBenchError(f"run id '{prefix}' is too short; give 6 or more characters of a suite run's id.")
-    matches = sorted({run for run in tasks["parent_run_id"].dropna() if run.startswith(prefix)})
-    if not matches:
-        raise ForgeBenchError(
-            f"no suite run's id starts with '{prefix}'; `forgebench leaderboard` lists the runs (column run)."
-        )
-    if len(matches) > 1:
-        raise ForgeBenchError(f"'{prefix}' starts {len(matches)} suite runs' ids ({', '.join(matches)}); give more.")
-    return matches[0]
+    from harness.record import match_run_id
+
+    return match_run_id(tasks["parent_run_id"].dropna(), prefix)
 
 
 def _since_ms(since: str) -> int:

@@ -37,6 +37,14 @@ def test_a_sweep_job_with_a_bad_value_stops_with_the_suites_sentence(tmp_path):
     assert "evaluate.timeout_s" in done.stdout + done.stderr
 
 
+@pytest.mark.parametrize("args", [["agent=mtcs"], ["-m", "agent=oneshot,mtcs", "tasks=rmsnorm_qwen"]])
+def test_a_misspelt_entry_is_one_sentence_and_exit_2_before_any_job(tmp_path, args):
+    done = forgebench_run(tmp_path, *args)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.stderr.strip().count("\n") == 0 and "agent/mtcs" in done.stderr, done.stderr
+    assert not (tmp_path / "runs").exists()
+
+
 @pytest.mark.parametrize("launcher, plugin", [("slurm_h200", "SlurmLauncher"), ("joblib", "JoblibLauncher")])
 def test_the_launcher_configs_compose(tmp_path, launcher, plugin):
     done = forgebench_run(tmp_path, "--cfg", "hydra", f"hydra/launcher={launcher}")

@@ -40,6 +40,12 @@ def find_run(run: str, tracking_uri: str, experiment: str):
                 "pass the store the suite recorded to (--tracking-uri) or the suite run's MLflow id."
             )
         return client, runs[0]
+    if len(run) < 32:  # a prefix of a suite run's id, as the leaderboard shows them
+        from harness.record import match_run_id
+
+        known = client.get_experiment_by_name(experiment)
+        suites = client.search_runs([known.experiment_id], "tags.`forgebench.kind` = 'suite'") if known else []
+        run = match_run_id([r.info.run_id for r in suites], run)
     try:
         found = client.get_run(run)
     except Exception as exc:

@@ -209,6 +209,17 @@ def exported(world):
     return bundle, made
 
 
+def test_export_takes_the_suite_runs_id_as_the_leaderboard_shows_it(world):
+    from harness.record import mlflow_client
+
+    client = mlflow_client(world["env"]["MLFLOW_TRACKING_URI"])
+    suite_id = client.get_run(world["found"]["run_id"]).data.tags["source_run"]
+    bundle = world["root"] / "bundle-by-prefix"
+    made = forgebench("export", "--run", suite_id[:8], "--model", SPEC, str(bundle), env=world["env"])
+    assert made.returncode == 0, made.stderr
+    assert (bundle / "manifest.json").is_file()
+
+
 def test_an_exported_bundle_applies_and_an_unseen_shape_falls_back(world, exported):
     bundle, made = exported
     assert made.returncode == 0, made.stderr
@@ -282,7 +293,7 @@ def test_e2e_names_what_is_wrong_with_its_arguments(world, monkeypatch, capsys):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", world["env"]["MLFLOW_TRACKING_URI"])
     run_dir = str(world["run_dir"])
     for args, sentence in [
-        (["--model", SPEC, "--run", "no-such-run"], "neither a run folder nor a run id"),
+        (["--model", SPEC, "--run", "no-such-run"], "no suite run's id starts with 'no-such-run'"),
         (["--model", "resnet50", "--run", run_dir], "has no task captured from 'resnet50'"),
         (["--model", SPEC, "--run", world["found"]["run_id"]], "is a e2e run, not a suite run"),
         (["--model", SPEC, "--run", run_dir, "--kernel", "nope"], "TASK_ID=FILE.py"),

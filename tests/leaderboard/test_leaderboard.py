@@ -261,6 +261,7 @@ def test_filters_keep_the_runs_they_name(capsys, board, filters, runs):
         (["--agent", "nosuch"], "--agent 'nosuch' matches no suite run; the runs selected have mcts, oneshot."),
         (["--since", "2027-01-01"], "the latest selected started 2026-12-04 00:00 UTC"),
         (["--run", "abc"], "run id 'abc' is too short"),
+        (["--experiment", "nosuch"], "--experiment nosuch: the store"),
     ],
 )
 def test_a_filter_that_matches_nothing_says_what_there_is(capsys, board, filters, culprit):

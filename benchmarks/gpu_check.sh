@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# One device call a developer runs to check a change on the GPU: tests/gpu, then a short GPU suite run
+# of the offline model (triton, gpu-smoke tasks) and its leaderboard, with a one-screen summary.
+# Needs the wheels of benchmarks/gpu_wheels.sh in .whl/ (carried: run(carry=[".whl"])). Logs go to
+# $OUT (tar them: the device brings back at most 8 files).
+#   bash benchmarks/gpu_check.sh [TESTS_TIMEOUT_S=300] [SUITE_TIMEOUT_S=120]
+set -u
+tests_timeout=${1:-300} suite_timeout=${2:-120}
+out=${OUT:-/tmp/gpu_check}
+mkdir -p "$out"
+started=$(date +%s)
+if [ ! -d /tmp/site ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+fi
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 MLFLOW_TRACKING_URI=sqlite:////tmp/gpu_check.db
+# Three workers: most of tests/gpu waits on builds and worker start-up, not on the GPU.
+timeout "$tests_timeout" python3 -m pytest tests/gpu -q -p no:cacheprovider -n 3 --durations=10 \
+    > "$out/tests_gpu.log" 2>&1
+tests_rc=$?
+timeout "$suite_timeout" python3 -m pytest suite/ -q -p no:cacheprovider --agent=oneshot --platform=triton \
+    --tasks=gpu-smoke > "$out/suite.log" 2>&1
+suite_rc=$?
+python3 -m harness.cli leaderboard > "$out/leaderboard.md" 2>&1
+board_rc=$?
+{
+    echo "== $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)," \
+        "torch $(python3 -c 'import torch; print(torch.__version__)'), triton $(python3 -c 'import triton; print(triton.__version__)')"
+    echo "== tests/gpu (exit $tests_rc$([ $tests_rc = 124 ] && echo ', stopped at its time limit')):"
+    grep -E "^(FAILED|ERROR)|passed|failed" "$out/tests_gpu.log" | tail -8
+    echo "== suite run, gpu-smoke, oneshot, triton (exit $suite_rc):"
+    grep -E "passed|failed|error" "$out/suite.log" | tail -3
+    echo "== leaderboard (exit $board_rc):"
+    head -12 "$out/leaderboard.md"
+    echo "== $(($(date +%s) - started)) s in all"
+} | tee "$out/summary.txt"
+[ $tests_rc = 0 ] && [ $suite_rc = 0 ] && [ $board_rc = 0 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import uuid
@@ -13,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.agents.base import AgentContext, AgentOutcome, Budget
 from harness.agents.tree import SearchTree
 from harness.config import instantiate, task_patterns
+from harness.errors import ForgeBenchError
 from harness.evaluate import Evaluator
 from harness.evaluate.settings import for_run
 from harness.progress import Progress
@@ -53,6 +55,7 @@ class SuiteRun:
         # a shared folder would mean one resumed run, not two.
         fresh = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         self.run_dir = fixed or Path(cfg.run_root) / label / fresh
+        _check_writable(self.run_dir, "run_dir" if fixed else "run_root")
         self.evaluator = Evaluator(self.platform, for_run(cfg), self.run_dir / "work", Path(cfg.cache_dir))
         self.recorder = Recorder(cfg.tracking_uri, cfg.experiment)
         self.model.trace_to(cfg.tracking_uri, cfg.experiment)
@@ -108,3 +111,21 @@ class SuiteRun:
         tasks = task_runs(self.cfg.tracking_uri, self.cfg.experiment, self.parent_run_id)
         row = summarize(tasks).iloc[0].to_dict() if not tasks.empty else {}
         self.recorder.end_suite(self.parent_run_id, status, row)
+
+
+def _check_writable(folder: Path, setting: str) -> None:
+    """The run folder can be made and written, checked at start (a folder under a file, or in /proc,
+    would otherwise fail every task with a traceback): nothing is created here."""
+    existing = next((p for p in [folder, *folder.parents] if p.exists()), None)
+    problem = None
+    if existing is None or not existing.is_dir():
+        problem = f"{existing} is not a folder"
+    elif not os.access(existing, os.W_OK | os.X_OK):
+        problem = f"{existing} cannot be written by this user"
+    elif str(existing.resolve()).startswith(("/proc", "/sys")):
+        problem = f"{existing} is a kernel filesystem"
+    if problem:
+        raise ForgeBenchError(
+            f"{setting}: the run folder {folder} cannot be made ({problem}); choose another with "
+            f"--override {setting}=PATH."
+        )

@@ -46,6 +46,8 @@ SUITE_MISTAKES = {
     "unknown_task": (["--tasks=nope"], "no task matches 'nope'"),
     # A folder in the path that is a file: the embedded store cannot be made.
     "store_unusable": (["--override", "tracking_uri=sqlite:///a_file/x.db"], "the MLflow store at 'sqlite:///a_file"),
+    "run_dir_under_a_file": (["--override", "run_dir=a_file/run"], "run_dir: the run folder a_file/run cannot be made"),
+    "run_dir_in_proc": (["--override", "run_dir=/proc/x"], "/proc is a kernel filesystem"),
 }
 
 

@@ -151,10 +151,16 @@ def outcome(task, suite_run, request):
 
     if isinstance(task, BrokenTask):
         pytest.fail(task.reason, pytrace=False)
+    from harness.llm.base import ProviderUnreachable
+
     try:
         return suite_run.run_task(task, _progress(request.config))
     except TaskTooLarge as exc:  # raised before anything ran: nothing of the task is lost
         pytest.skip(str(exc))
+    except ProviderUnreachable as exc:  # the task's tree so far is on disk: the same command resumes it
+        stop = str(exc)
+    request.session.shouldstop = stop
+    pytest.fail(stop, pytrace=False)  # outside the except: no chain of litellm's exceptions
 
 
 def _progress(config: pytest.Config):

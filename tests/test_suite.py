@@ -159,3 +159,23 @@ def test_kill_9_then_the_same_command_resumes_every_tree(tmp_path):
     assert [n["id"] for n in nodes] == [0, 1, 2, 3]  # none lost, none duplicated
     assert nodes[: len(survivors)] == survivors
     assert len({n["prompt_id"] for n in nodes}) == 4
+
+
+def test_an_unreachable_provider_is_one_sentence_a_call_and_stops_the_run(tmp_path):
+    """A closed port with a bogus key: each failed call is one line, and the third in a row stops the
+    run with a sentence (it printed some 2,000 lines of litellm's tracebacks a task and went on)."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = suite(
+        tmp_path, "--model=openai/gpt-4o", "--agent=refine", "--rounds=2", "--tasks=[rmsnorm_qwen,softmax_rows]",
+        "--override", f"model.api_base=http://127.0.0.1:{port}/v1", "--override", "model.num_retries=0",
+        OPENAI_API_KEY="sk-not-a-real-key",
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    assert done.returncode == 2, output[-3000:]  # pytest's "interrupted"
+    assert output.count(f"a model call failed (openai/gpt-4o at 127.0.0.1:{port}: ") >= 2, output[-3000:]
+    assert "3 model calls in a row failed" in output and "the run stops here" in output, output[-3000:]
+    assert "Traceback" not in output and len(output.splitlines()) < 80, output[-3000:]

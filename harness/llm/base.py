@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from harness import serial
+from harness.errors import ForgeBenchError
 
 _CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
 
@@ -26,6 +27,11 @@ class Completion:
 
 class ModelCallError(Exception):
     """The provider failed after its retries (rate limit, timeout, context overflow, bad answer)."""
+
+
+class ProviderUnreachable(ForgeBenchError):
+    """Several model calls in a row failed: the provider is down or misconfigured, and a run that went
+    on would only spend every task's rounds on failures. The run stops, keeping what it recorded."""
 
 
 class ChatModel(Protocol):

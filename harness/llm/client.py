@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+import logging
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 
 from harness.errors import ForgeBenchError
-from harness.llm.base import Completion, ModelCallError
+from harness.llm.base import Completion, ModelCallError, ProviderUnreachable
+
+# litellm's own loggers print a traceback per retry (1,800 lines a task for a closed port): ours say
+# one sentence per failed call instead.
+_QUIET_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "httpx", "openai")
+
+
+# What a provider's failure raises in litellm (after the Router's retries); anything else is a bug.
+_PROVIDER_ERRORS = (
+    "APIError", "APIConnectionError", "Timeout", "RateLimitError", "BadRequestError", "AuthenticationError",
+    "InternalServerError", "ServiceUnavailableError", "NotFoundError", "PermissionDeniedError",
+    "UnprocessableEntityError", "BadGatewayError",
+)  # fmt: skip
+
+
+def _provider_errors(litellm) -> tuple[type[Exception], ...]:
+    return tuple(getattr(litellm.exceptions, name) for name in _PROVIDER_ERRORS if hasattr(litellm.exceptions, name))
 
 
 @dataclass
@@ -30,8 +48,11 @@ class LiteLLMModel:
     # overlap, so with N of them the recorded spend can reach N times the GPU time used.
     gpu_hour_usd: float | None = None
     gpus: int = 1
+    # Failed calls in a row (each after its retries) after which the run stops: the provider is down.
+    max_failed_calls: int = 3
     extra: dict = field(default_factory=dict)  # passed to litellm.completion as is (e.g. mock_response)
     _router_instance: object = field(default=None, init=False, repr=False)
+    _failures: int = field(default=0, init=False, repr=False)
     # MCTS with several expansions in flight calls complete() from threads: one router, built once.
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _registered: bool = field(default=False, init=False, repr=False)
@@ -40,6 +61,8 @@ class LiteLLMModel:
         import litellm
 
         litellm.suppress_debug_info = True
+        for name in _QUIET_LOGGERS:
+            logging.getLogger(name).setLevel(logging.CRITICAL)
         if self.input_cost_per_token is not None and not self._registered:
             self._registered = True
             litellm.register_model(
@@ -110,6 +133,25 @@ class LiteLLMModel:
             )
         return self._router_instance
 
+    def _failed(self, exc: Exception) -> None:
+        """One sentence for a failed call, on the terminal and in the node's record; the run stops after
+        max_failed_calls in a row (ProviderUnreachable)."""
+        from harness.record import api_host
+
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        where = api_host(self.api_base) or "its provider's default address"
+        reason = f"{self.name} at {where}: {type(exc).__name__}: {first}"
+        with self._lock:
+            self._failures += 1
+            failures = self._failures
+        print(f"forgebench: a model call failed ({reason})", file=sys.__stderr__, flush=True)
+        if failures >= self.max_failed_calls:
+            raise ProviderUnreachable(
+                f"{failures} model calls in a row failed, the last: {reason}; the run stops here, keeping what it "
+                "recorded. Check model.api_base, the key and the network, then run the same command to resume."
+            ) from exc
+        raise ModelCallError(reason) from exc
+
     def trace_to(self, tracking_uri: str, experiment: str) -> None:
         """MLflow's litellm autologging: a trace per call, with its prompt, answer and tokens."""
         import mlflow
@@ -130,15 +172,9 @@ class LiteLLMModel:
                 max_tokens=self.max_tokens,
                 **self.extra,
             )
-        except (
-            litellm.exceptions.APIError,
-            litellm.exceptions.APIConnectionError,
-            litellm.exceptions.Timeout,
-            litellm.exceptions.RateLimitError,
-            litellm.exceptions.BadRequestError,
-            litellm.exceptions.AuthenticationError,
-        ) as exc:
-            raise ModelCallError(f"{type(exc).__name__}: {str(exc)[:300]}") from exc
+        except _provider_errors(litellm) as exc:
+            self._failed(exc)
+        self._failures = 0
         latency_s = time.monotonic() - started
         usage = getattr(response, "usage", None)
         try:

@@ -259,10 +259,12 @@ def test_works_after_return_is_rejected(planted):
 def test_leaves_a_daemon_gets_its_verdict_and_the_daemon_is_gone(planted, evaluator):
     result = planted["leaves_a_daemon"].result()
     assert result.verdict == "correct", result.reason  # the kernel itself is the legitimate one
-    assert list(evaluator.work_dir.rglob("daemon.pid")), "the planted daemon never started"
+    planted_in = [p.parent for p in evaluator.work_dir.rglob("daemon.pid")]
+    assert planted_in, "the planted daemon never started"
     # Killed before the result was reported: the end of the worker's PID namespace (or the zygote's
-    # reaping, where there is none). Its pid is its namespace's, so it is found by its folder.
-    worker_folders = str(evaluator.work_dir / "candidates")
+    # reaping, where there is none). Its pid is its namespace's, so it is found by its folder (other
+    # candidates' workers may be running in theirs meanwhile).
+    worker_folders = tuple(str(folder) for folder in planted_in)
     for entry in Path("/proc").iterdir():
         try:
             cwd = os.readlink(entry / "cwd") if entry.name.isdigit() else ""

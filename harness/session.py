@@ -11,11 +11,13 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from harness import devices
 from harness.agents.base import AgentContext, AgentOutcome, Budget
 from harness.agents.tree import SearchTree
 from harness.config import instantiate, task_patterns
 from harness.errors import ForgeBenchError
 from harness.evaluate import Evaluator
+from harness.evaluate.footprint import check_fits
 from harness.evaluate.settings import for_run
 from harness.progress import Progress
 from harness.record import Recorder, api_host, config_hash, environment
@@ -86,6 +88,8 @@ class SuiteRun:
         return self.selected
 
     def run_task(self, task: Task, progress: Progress | None = None) -> TaskOutcome:
+        """The agent's search on the task, recorded; TaskTooLarge first where this machine cannot run it."""
+        check_fits(task, devices.load(self.platform.device).asynchronous)
         folder = self.run_dir / "tasks" / task.id
         tree = SearchTree(folder / "tree.jsonl", on_add=progress.node_landed if progress else None)
         ctx = AgentContext(task, self.platform, self.model, self.evaluator, tree, self.budget, folder / "transcripts")

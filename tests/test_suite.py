@@ -179,3 +179,11 @@ def test_an_unreachable_provider_is_one_sentence_a_call_and_stops_the_run(tmp_pa
     assert output.count(f"a model call failed (openai/gpt-4o at 127.0.0.1:{port}: ") >= 2, output[-3000:]
     assert "3 model calls in a row failed" in output and "the run stops here" in output, output[-3000:]
     assert "Traceback" not in output and len(output.splitlines()) < 80, output[-3000:]
+
+
+def test_the_readmes_glob_skips_the_gpu_sized_task_on_a_cpu_with_its_reason(tmp_path):
+    done = suite(tmp_path, "--agent=oneshot", "--tasks=softmax*", "--rounds=1", "-rs")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    assert "1 passed, 1 skipped" in output, output[-3000:]
+    assert "task 'softmax_fp16_attn' is sized for a GPU (tag gpu-sized)" in output, output[-3000:]

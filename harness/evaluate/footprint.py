@@ -61,6 +61,11 @@ def check_fits(task: Task, asynchronous_device: bool) -> None:
     task's tensors live in device memory, which the parent does not open a context to measure.)"""
     if asynchronous_device:
         return
+    if "gpu-sized" in task.tags:  # its dtypes and shapes are a GPU's (bf16 on a CPU: minutes a call)
+        raise TaskTooLarge(
+            f"task '{task.id}' is sized for a GPU (tag gpu-sized): skipped on this CPU platform; run it with "
+            "--platform=triton or cuda on a GPU machine"
+        )
     need, free = call_bytes(task), _free_bytes()
     if need is None or free is None or need * _COPIES_HELD <= free:
         return

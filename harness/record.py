@@ -254,6 +254,7 @@ class Recorder:
         parent_tags = self.client.get_run(parent_run_id).data.tags
         run = self.client.create_run(
             self.experiment_id,
+            start_time=int((time.time() - wall_s) * 1000),  # a resumed task began before the kill
             run_name=task.id,
             tags={
                 "mlflow.parentRunId": parent_run_id,

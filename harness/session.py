@@ -93,7 +93,9 @@ class SuiteRun:
         folder = self.run_dir / "tasks" / task.id
         tree = SearchTree(folder / "tree.jsonl", on_add=progress.node_landed if progress else None)
         ctx = AgentContext(task, self.platform, self.model, self.evaluator, tree, self.budget, folder / "transcripts")
-        started = time.monotonic()
+        # A task resumed after a kill has spent its earlier rounds' time already (each node's wall_s).
+        spent_s = sum(node.wall_s for node in tree.nodes)
+        started = time.monotonic() - spent_s
         if progress:
             progress.start_task(task.id, self.budget.rounds, tree)
         try:

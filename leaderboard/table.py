@@ -86,7 +86,10 @@ TAGS += ("best_baseline",)
 METRICS = ("correct", "speedup_vs_eager", "speedup_vs_compile", "time_ms", "time_p20_ms", "time_p80_ms")
 METRICS += ("speedup_vs_liger", "speedup_vs_flashinfer", "speedup_vs_best")
 METRICS += ("cost_usd", "tokens_in", "tokens_out", "llm_calls", "wall_s")
-BASE = ("run_id", "parent_run_id", "started", *TAGS, "model", "model_string", "task_set", "task_count", *METRICS)
+BASE = (
+    "run_id", "parent_run_id", "started", *TAGS, "model", "model_string", "task_set", "task_count", "suite_status",
+    *METRICS,
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,8 @@ def task_runs(tracking_uri: str, experiment: str, parent_run_id: str | None = No
     if parent_run_id:
         suites += f" and attributes.run_id = '{parent_run_id}'"
         tasks += f" and tags.`mlflow.parentRunId` = '{parent_run_id}'"
-    counts = {run.info.run_id: run.data.tags.get("task_count") for run in _search(client, found.experiment_id, suites)}
+    parents = {run.info.run_id: run for run in _search(client, found.experiment_id, suites)}
+    counts = {run_id: run.data.tags.get("task_count") for run_id, run in parents.items()}
     rows = []
     for run in _search(client, found.experiment_id, tasks):
         tags = run.data.tags
@@ -141,6 +145,8 @@ def task_runs(tracking_uri: str, experiment: str, parent_run_id: str | None = No
                 "model_string": tags.get("model"),
                 "task_set": tags.get("task_set") or tags.get("suite"),
                 "task_count": float(counts.get(parent) or math.nan),
+                # RUNNING once it has ended means it was killed: the run is unfinished until resumed.
+                "suite_status": parents[parent].info.status if parent in parents else None,
             }
         )
     if not rows:
@@ -220,7 +226,8 @@ def _summary(group: pd.DataFrame, resamples: int, seed: int) -> dict:
         "torch_ops": first["torch_ops"],
         "tasks": tasks,
         "correct": int(correct.sum()),
-        "solved": f"{int(correct.sum())}/{tasks}",
+        # A suite run still RUNNING has not ended: killed (resume it with the same command) or in progress.
+        "solved": f"{int(correct.sum())}/{tasks}" + (" unfinished" if first["suite_status"] == "RUNNING" else ""),
         **{f"fast_{p:g}": stats.fast_p(speedup, correct, p) for p in FAST_P},
         "geomean_correct": stats.geomean(speedup[correct]),
         "geomean_speedup": stats.geomean(delivered),

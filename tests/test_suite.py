@@ -152,9 +152,16 @@ def test_kill_9_then_the_same_command_resumes_every_tree(tmp_path):
     victim.wait()
     survivors = [json.loads(line) for line in tree.read_text().splitlines()]
     assert 2 <= len(survivors) < 4
-
     done = suite(tmp_path, *options)
     assert done.returncode == 0, done.stdout + done.stderr
+    from harness.record import mlflow_client
+
+    client = mlflow_client(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("forgebench").experiment_id
+    (task_run,) = client.search_runs([experiment], "tags.`forgebench.kind` = 'task'")
+    spent = sum(n["wall_s"] for n in survivors)  # the rounds before the kill count
+    assert task_run.data.metrics["wall_s"] >= spent, (task_run.data.metrics["wall_s"], spent)
+    assert "unfinished" not in forgebench(tmp_path, "leaderboard").stdout
     nodes = [json.loads(line) for line in tree.read_text().splitlines()]
     assert [n["id"] for n in nodes] == [0, 1, 2, 3]  # none lost, none duplicated
     assert nodes[: len(survivors)] == survivors

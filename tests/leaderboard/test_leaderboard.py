@@ -78,9 +78,12 @@ def _kernel(speedup: float | None, time_ms: float = 1.0, spread: tuple[float, fl
     return metrics
 
 
-def _suite_run(client, experiment_id, day: str, task_set: str, tasks: dict, task_count=None, **tags) -> str:
-    """A suite run with docs/records.md's tags, started on `day` (UTC); its tasks' hashes are
-    `<task>-h` unless a task's metrics name one under "task_hash"."""
+def _suite_run(
+    client, experiment_id, day: str, task_set: str, tasks: dict, task_count=None, finished=True, **tags
+) -> str:
+    """A suite run with docs/records.md's tags, started on `day` (UTC), ended unless not `finished` (a
+    run killed before it ended stays RUNNING); its tasks' hashes are `<task>-h` unless a task's metrics
+    name one under "task_hash"."""
     start = int(datetime.fromisoformat(day).replace(tzinfo=UTC).timestamp() * 1000)
     tags = {"platform": "triton", "device": "NVIDIA H200", "suite": task_set.split("@")[0], **tags}
     tags |= {"task_set": task_set, "model.label": tags.get("model.label", tags["model"])}
@@ -99,6 +102,8 @@ def _suite_run(client, experiment_id, day: str, task_set: str, tasks: dict, task
         ).info.run_id
         for key, value in metrics.items():
             client.log_metric(run, key, value)
+    if finished:
+        client.set_terminated(parent)
     return parent
 
 
@@ -459,3 +464,14 @@ def test_compare_headline_agrees_with_the_wins_when_eager_drifted_between_runs()
     comparison = compare_runs(pd.DataFrame(rows), "a" * 32, "b" * 32, resamples=200)
     assert (comparison.count("win"), comparison.count("loss"), comparison.count("tie")) == (5, 0, 1)
     assert comparison.geomean_ratio == pytest.approx(1.25 ** (5 / 6))
+
+
+def test_a_killed_suite_run_is_shown_unfinished(tmp_path, capsys):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = mlflow_client(uri)
+    experiment = client.create_experiment("forgebench")
+    tasks = {"t1": _kernel(2.0), "t2": _kernel(None), "t3": _kernel(1.5)}
+    _suite_run(client, experiment, "2026-12-01", KB, tasks, task_count=6, finished=False, agent="mcts", model="m")
+    code, out, err = _cli(capsys, "leaderboard", "--tracking-uri", uri)
+    assert code == 0, err
+    assert "2/6 unfinished" in out, out

@@ -115,6 +115,7 @@ class SuiteRun:
         if not self.owns_suite_run:
             return  # an xdist worker's: the controller ends it once every worker is done
         tasks = task_runs(self.cfg.tracking_uri, self.cfg.experiment, self.parent_run_id)
+        tasks = tasks.assign(suite_status=None)  # ending now, not unfinished
         row = summarize(tasks).iloc[0].to_dict() if not tasks.empty else {}
         self.recorder.end_suite(self.parent_run_id, status, row)
 

@@ -225,7 +225,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     run = config.stash.get(_RUN, None)
     if run is None:
         return
-    tasks = task_runs(run.recorder.tracking_uri, run.cfg.experiment, run.parent_run_id)
+    # This run, ending now (it is still RUNNING in MLflow): not an unfinished one.
+    tasks = task_runs(run.recorder.tracking_uri, run.cfg.experiment, run.parent_run_id).assign(suite_status=None)
     if tasks.empty:
         return
     write = terminalreporter.write_line

@@ -79,6 +79,12 @@ def planted(request, evaluator: Evaluator) -> Iterator[dict[str, Future[EvalResu
             future.cancel()
 
 
+def needs_census(result: EvalResult) -> None:
+    """Skip, saying why, where this machine refuses the referee's perf events (census.py)."""
+    if "census" in result.checks_skipped:
+        pytest.skip(f"no census here: {result.checks_skipped['census']}")
+
+
 def honest(result: EvalResult, legitimate: EvalResult) -> bool:
     """Correct at a time the legitimate kernel's own could be (a forged time is 40x and more below it)."""
     return result.correct and result.time_ms > legitimate.time_ms / 5
@@ -88,6 +94,7 @@ def test_rmsnorm_cpp_is_refereed_every_call_judged_and_paired_with_eager(planted
     result = planted["rmsnorm_cpp"].result()
     assert result.verdict == "correct", result.reason
     assert result.timed_by == "referee" and result.calls_checked >= 8
+    needs_census(result)
     assert result.census["samples"] > 0 and result.census.get("pytorch", 0.0) < 0.1, result.census
     assert 0 < result.speedup_vs_eager_p20 <= result.speedup_vs_eager_p80 and result.speedup_vs_eager > 0
     assert result.baselines["eager"] > 0 and result.baselines_reference["eager"] > 0
@@ -106,6 +113,7 @@ def test_slows_the_libc_clock_is_timed_on_a_clock_it_cannot_reach(planted):
 
 def test_edits_the_harness_through_frames_is_still_seen_computing_with_pytorch(planted):
     # Its recorder and kernel lists cleared, the worker's own checks see nothing: the census does.
+    needs_census(planted["rmsnorm_cpp"].result())
     result = planted["edits_the_harness_through_frames"].result()
     assert result.verdict == "rejected", result.to_json()
     assert "PyTorch's compute library" in result.reason and "perf events" in result.reason

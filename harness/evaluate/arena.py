@@ -92,12 +92,6 @@ class Region:
             found.append(raw.as_strided(slot.shape, slot.stride))
         return found
 
-    def close(self) -> None:
-        try:
-            self.map.close()
-        except BufferError:  # a view still holds it: the mapping goes with the process
-            pass
-
 
 class WorkerGone(Exception):
     """The worker's process ended, or stopped answering within its time."""

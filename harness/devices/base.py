@@ -135,9 +135,8 @@ class Device:
     name = "cpu"  # the adapter's name, as a platform's YAML gives it
     torch_type = "cpu"  # torch.device(...).type of the tensors it runs
     asynchronous = False  # whether a call returns before its work is done (timing counts device time)
-    # Whether the referee (referee.py) times and judges each call from the harness's process: a call
-    # that is done when it returns is timed there by the host's clock. A GPU's calls are timed by
-    # events inside the worker until the referee reads them through shared device memory.
+    # Whether the referee (referee.py) times and judges each call from the harness's process, on the
+    # host's clock (a GPU's calls in batches, their memory handed over by CUDA IPC).
     refereed = True
     supports_ncu = False  # whether Nsight Compute can profile its kernels
     ceilings = Ceilings(copy_bytes=2**28, matmul_n=1024, matmul_dtype=torch.float32)

@@ -84,7 +84,6 @@ class CudaDevice(Device):
     name = "cuda"
     torch_type = "cuda"
     asynchronous = True
-    refereed = False
     supports_ncu = True
     ceilings = Ceilings(copy_bytes=2**30, matmul_n=8192, matmul_dtype=torch.bfloat16)
     watched = Device.watched + (

@@ -43,6 +43,8 @@ def _cu() -> ctypes.CDLL:
         lib.cuIpcGetMemHandle.argtypes = [ctypes.POINTER(_Handle), ctypes.c_uint64]
         lib.cuIpcOpenMemHandle_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), _Handle, ctypes.c_uint]
         lib.cuIpcCloseMemHandle.argtypes = [ctypes.c_uint64]
+        lib.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+        lib.cuMemFree_v2.argtypes = [ctypes.c_uint64]
         _driver = lib
     return _driver
 
@@ -81,6 +83,28 @@ class _DeviceBytes:
 
     def __init__(self, ptr: int, nbytes: int):
         self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3}
+
+
+class Allocation:
+    """Device memory of its own, from the driver rather than torch's caching allocator: a handle to it
+    opens this allocation alone, where one to a tensor of torch's would open the whole block the
+    tensor was carved from, and whatever else lies there (the referee hands a candidate its slots
+    this way, and nothing of the reference session's beside them)."""
+
+    def __init__(self, nbytes: int):
+        torch.cuda.init()
+        torch.empty(0, device="cuda")  # the primary context current on this thread, for the driver calls
+        ptr = ctypes.c_uint64()
+        _call(_cu().cuMemAlloc_v2(ctypes.byref(ptr), max(nbytes, 1)), "cuMemAlloc")
+        self.ptr, self.nbytes = ptr.value, max(nbytes, 1)
+        self.bytes = torch.as_tensor(_DeviceBytes(self.ptr, self.nbytes), device="cuda")
+
+    def free(self) -> None:
+        if self.ptr:
+            torch.cuda.synchronize()
+            self.bytes = None
+            _cu().cuMemFree_v2(self.ptr)
+            self.ptr = 0
 
 
 @contextmanager

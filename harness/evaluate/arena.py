@@ -72,25 +72,33 @@ class Region:
 
         return numpy.frombuffer(self.map, dtype=numpy.uint8)
 
-    def tensors(self, slots: Sequence[Slot | None], values: Sequence[Any] = ()) -> list[Any]:
-        """The slots as tensors living in the region (a worker's view); values fill the None slots."""
+    def tensors(self, slots: Sequence[Slot | None], values: Sequence[Any] = (), base: int = 0) -> list[Any]:
+        """The slots, `base` bytes into the region, as tensors living in it (a worker's view)."""
         import torch
 
-        from harness.evaluate.outputs import DTYPES
+        return views(torch.frombuffer(self.map, dtype=torch.uint8), slots, values, base)
 
-        found, rest = [], iter(values)
-        for slot in slots:
-            if slot is None:
-                found.append(next(rest, None))
-                continue
-            dtype = DTYPES[slot.dtype]
-            if slot.extent == 0:
-                found.append(torch.empty(slot.shape, dtype=dtype))
-                continue
-            size = slot.extent * dtype.itemsize
-            raw = torch.frombuffer(self.map, dtype=torch.uint8, count=size, offset=slot.offset).view(dtype)
-            found.append(raw.as_strided(slot.shape, slot.stride))
-        return found
+
+def views(raw, slots: Sequence[Slot | None], values: Sequence[Any] = (), base: int = 0) -> list[Any]:
+    """The slots as tensors over `raw` (a flat uint8 tensor, in host or device memory), `base` bytes
+    in; values fill the None slots."""
+    import torch
+
+    from harness.evaluate.outputs import DTYPES
+
+    found, rest = [], iter(values)
+    for slot in slots:
+        if slot is None:
+            found.append(next(rest, None))
+            continue
+        dtype = DTYPES[slot.dtype]
+        if slot.extent == 0:
+            found.append(torch.empty(slot.shape, dtype=dtype, device=raw.device))
+            continue
+        start = base + slot.offset
+        flat = raw[start : start + slot.extent * dtype.itemsize].view(dtype)
+        found.append(flat.as_strided(slot.shape, slot.stride))
+    return found
 
 
 class WorkerGone(Exception):

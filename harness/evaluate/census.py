@@ -37,6 +37,9 @@ _SAMPLE = struct.Struct("<QII")
 # What a sampled address is, by the file mapped there. ATen's CPU kernels (and the BLAS and oneDNN
 # linked into it) are in libtorch_cpu; the dispatcher's and the bindings' overheads in the others.
 PYTORCH_COMPUTE = ("libtorch_cpu.so",)
+# A GPU's ATen kernels are launched from here (the host side of PyTorch's CUDA ops): diagnosis only,
+# since a GPU's computation is not the host's time.
+PYTORCH_DEVICE = ("libtorch_cuda.so", "libc10_cuda.so")
 _RUNTIME = ("libc10.so", "libtorch_python.so", "libtorch.so", "libshm.so")
 
 
@@ -166,6 +169,8 @@ class Census:
             return "own"
         if name.startswith(PYTORCH_COMPUTE):
             return "pytorch"
+        if name.startswith(PYTORCH_DEVICE):
+            return "pytorch_device"
         if name.startswith(_RUNTIME):
             return "pytorch_runtime"
         if name.startswith(("python", "libpython")):

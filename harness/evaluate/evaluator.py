@@ -218,9 +218,10 @@ class Evaluator:
                 self._ceilings_path.write_text(json.dumps({**report.ceilings, "env": report.env}))
             degenerate = None
             if self._device.refereed:  # the judge process decides it on the other path (judge.py)
-                degenerate = near_constant(
-                    read_outputs(folder / "outputs.bin", self._device.torch_device()), task.tolerance
-                )
+                import torch
+
+                # Read on the host: this process never starts a device's runtime (its workers do).
+                degenerate = near_constant(read_outputs(folder / "outputs.bin", torch.device("cpu")), task.tolerance)
             self._references[task.id] = _Reference(folder / "outputs.bin", folder / "bounds.bin", report, degenerate)
         return self._references[task.id]
 
@@ -299,11 +300,13 @@ class Evaluator:
         ref_request = self._request(task, "session_reference", session, first_seed=secret_seed())
         timeout_s = self.settings.timeout_s
 
-        def start_candidate(layout, started) -> WorkerReport:
+        def start_candidate(layout, regions: dict, started) -> WorkerReport:
             extra = {
                 "candidate_path": str(folder / "candidate.py"),
                 "layout": serial.to_dict(layout),
+                "regions": regions,  # on a device: the reference session's memory for its calls (CUDA IPC)
                 "profile": profile,
+                "profiler_failure": reference.report.profiler_failure,
             }
             request = self._request(task, "session_candidate", folder, **extra)
             return self._run(request, folder, timeout_s, task, started=started)
@@ -321,6 +324,10 @@ class Evaluator:
         for name in ("call_inputs.bin", "call_outputs.bin"):
             _discard(folder / name)
         result = self._refereed_result(task, reference, refereed)
+        if profile and result.correct and self._device.supports_ncu and self.settings.ncu:
+            start = time.perf_counter()
+            result.profile["ncu"] = self._ncu_profile(task, candidate_source, folder.with_name(folder.name + "-ncu"))
+            result.phases["ncu_s"] = time.perf_counter() - start
         result.phases["wall_s"] = time.perf_counter() - started
         return result
 
@@ -355,7 +362,8 @@ class Evaluator:
         paired = refereed.paired
         timed = paired.second
         result.time_ms, result.time_p20_ms, result.time_p80_ms = timed.median_ms, timed.p20_ms, timed.p80_ms
-        result.host_ms = timed.median_ms  # a call done when it returns: its host time is its time
+        if not self._device.asynchronous:
+            result.host_ms = timed.median_ms  # a call done when it returns: its host time is its time
         result.time_quantiles_ms = list(timed.quantiles_ms)
         result.checks_skipped.update({k: shorten(v, 300) for k, v in report.checks_skipped.items()})
         # Eager is timed beside the candidate; every other baseline keeps its ratio to eager from the

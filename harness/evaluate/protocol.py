@@ -16,14 +16,16 @@ from typing import Any
 
 from harness import serial
 
-VERSION = 1
+VERSION = 2
 MAX_LINE = 1 << 16  # an answer longer than this is not one the worker's harness code writes
 
 
 class Order(StrEnum):
-    DRAW = "draw"  # reference session: draw inputs under a seed into the pristine region
-    CALL = "call"  # run forward on the inputs region; copy its outputs into the outputs region
-    BLANK = "blank"  # reference session: only the output copy, the bracket's own cost
+    DRAW = "draw"  # reference session: draw each slot's inputs under a seed into the pristine region
+    STAGE = "stage"  # reference session, on a device: the pristine inputs into eager's or the candidate's slots
+    CALL = "call"  # run forward on each slot's inputs; copy its outputs into that slot's outputs
+    BLANK = "blank"  # reference session: only the output copies, the bracket's own cost
+    TAKE = "take"  # reference session, on a device: the candidate's outputs copied out, its inputs compared
     JUDGE = "judge"  # reference session: the candidate's outputs against the fp64 expected on the same inputs
     AGREE = "agree"  # reference session: the candidate's outputs against eager's of the same round (cheap)
     FINISH = "finish"  # write the diagnostic report and exit
@@ -35,6 +37,9 @@ class Command:
     seed: int = 0
     scale: float = 1.0  # DRAW: floating inputs multiplied by this (an extreme but valid draw)
     scalars: list[Any] = field(default_factory=list)  # CALL: the call's non-tensor inputs, by position
+    calls: int = 1  # DRAW, STAGE, CALL, BLANK, TAKE, AGREE: how many slots, from the first
+    slot: int = 0  # JUDGE: which slot's call is judged in full
+    into: str = "candidate"  # STAGE: whose slots ("working" for eager's, "candidate")
     version: int = VERSION
 
 
@@ -53,8 +58,9 @@ class Slot:
 class Layout:
     inputs: list[Slot | None]  # None where get_inputs() gives a non-tensor value
     outputs: list[Slot]
-    input_bytes: int
+    input_bytes: int  # one call's, from one slot's start to the next's
     output_bytes: int
+    slots: int = 1  # calls a region holds, run back to back in one bracket (a GPU's launches overlap its work)
 
 
 @dataclass
@@ -66,6 +72,8 @@ class Answer:
     layout: Layout | None = None  # the reference session's first answer
     tolerance: dict[str, Any] = field(default_factory=dict)  # JUDGE: the bound's basis (tolerance.py)
     phases: dict[str, float] = field(default_factory=dict)  # a worker's first answer: its set-up, for diagnosis
+    regions: dict[str, Any] = field(default_factory=dict)  # the reference's first, on a device: the candidate's
+    # slots in its memory, as CUDA IPC descriptions (cuda_ipc.export)
     version: int = VERSION
 
 

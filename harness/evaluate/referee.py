@@ -6,13 +6,20 @@ and the candidate's worker. For every call the referee writes the inputs into th
 memory itself, times the call on its own clock from before the inputs are written until the answer
 arrives, copies the outputs out at once, checks that the inputs are as written, and has the
 reference session judge the outputs: every call, checked and timed alike. Eager and the candidate
-are timed in alternating rounds, and the speedup is the median of the rounds' ratios
+are timed in alternating rounds, and the speedup is the ratio of their lower quantiles
 (timing.paired). What the candidate's worker reports of itself can only make its verdict worse.
+
+On a device (a GPU) the referee cannot touch the memory itself: the reference session, on its
+orders, stages each call's inputs into the candidate's slots (device memory it owns and hands over
+by CUDA IPC) inside the bracket, and takes the outputs out at once after the answer (_DeviceHands).
+Calls are batched there, so the host's clock times device work rather than one launch's round trip.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -54,6 +61,10 @@ COMPUTE = (
     "anonymous",
 )  # the timed rounds stop here whatever the budget (slow judges of huge tasks)
 _clock = time.perf_counter
+# On a device, each bracket runs this many milliseconds of eager's calls (at most Layout.slots):
+# the handshake's few tens of microseconds are then a few percent of what is timed.
+BATCH_MS = 3.0
+SOLO_ROUNDS = 5  # on a device, eager's rounds before the candidate exists (timing.paired's first_alone)
 
 
 def secret_seed() -> int:
@@ -146,7 +157,7 @@ class Session:
         reference_folder: Path,
         start_reference: Callable[[], WorkerReport],
         candidate_folder: Path,
-        start_candidate: Callable[[Layout, Callable[[int], None]], WorkerReport],
+        start_candidate: Callable[[Layout, dict, Callable[[int], None]], WorkerReport],
         own_roots: list[Path] = (),
     ) -> Refereed:
         phases: dict[str, float] = {}
@@ -155,35 +166,41 @@ class Session:
         # the candidate within what is left of its time limit, at which the sandbox kills it.
         reference_wait = lambda: time.monotonic() + self.settings.reference_timeout_s
         self.ref = _Worker(start_reference, Link(reference_folder), reference_wait)
-        layout = self._reference_answer(None).layout
-        if layout is None:
+        first = self._reference_answer(None)
+        if first.layout is None:
             raise ForgeBenchError("the reference session sent no layout")
-        self.layout = layout
-        regions = {n: Region(reference_folder / f"{n}.bin") for n in ("pristine", "working", "eager", "got")}
-        self.pristine, self.working = regions["pristine"].array(), regions["working"].array()
-        self.got = regions["got"].array()
+        self.layout, self.batch, solo = first.layout, 1, None
         owner = NOBODY if self.unprivileged else None
-        c_in = Region(candidate_folder / "call_inputs.bin", layout.input_bytes, create=True, owner=owner)
-        c_out = Region(candidate_folder / "call_outputs.bin", layout.output_bytes, create=True, owner=owner)
-        self.c_in, self.c_out = c_in.array(), c_out.array()
+        if first.regions:  # a device's memory: the reference session's hands, on the referee's orders
+            self.hands = _DeviceHands(self)
+            self.batch, solo = self._solo_eager()
+            phases["solo_s"] = _clock() - started
+        else:
+            self.hands = _HostHands(reference_folder, candidate_folder, self.layout, owner)
         deadline = time.monotonic() + self.timeout_s + 10.0  # the sandbox kills the worker at timeout_s
-        run = lambda: start_candidate(layout, lambda pid: setattr(self, "started_pid", pid))
+        run = lambda: start_candidate(self.layout, first.regions, lambda pid: setattr(self, "started_pid", pid))
         self.cand = _Worker(run, Link(candidate_folder, owner), lambda: deadline)
+        self.freezer = _Freezer()
         result = Refereed("correct", phases=phases)
         try:
             try:
                 ready = self.cand.ask(None)  # built and ready
                 phases["start_s"] = _clock() - started
                 phases["build_s"] = ready.phases.get("build_s", 0.0)  # the worker's own account
+                if self.started_pid is not None:
+                    self.freezer.pid = worker_pid(self.started_pid)
                 self._take_census(list(own_roots))
                 start = _clock()
                 self._check_draws()
                 phases["check_s"] = _clock() - start
                 start = _clock()
-                result.paired = self._timed_rounds()
+                result.paired = self._timed_rounds(solo)
                 phases["timing_s"] = _clock() - start
+                phases["batch"] = float(self.batch)
+                self.freezer.thaw()
                 self.cand.link.send(encode(Command(Order.FINISH)))
             except WorkerGone as gone:
+                self.freezer.thaw()
                 raise _worker_ended(self.cand, str(gone)) from gone
             except ProtocolError as exc:
                 raise Decided("crash", f"the worker's answer is not the referee's protocol ({exc})") from exc
@@ -193,6 +210,7 @@ class Session:
             result.verdict, result.reason, result.paired = decided.verdict, decided.reason, None
             result.report = decided.report
         finally:
+            self.freezer.thaw()  # a stopped worker would never read the end of its link
             if self.census is not None:
                 self.census.close()
             self._finish_reference()
@@ -219,7 +237,8 @@ class Session:
         result.census = {**shares, "samples": float(samples)}
         computing = sum(n for where, n in self.census.counts.items() if where in COMPUTE)
         share = self.census.counts["pytorch"] / computing if computing else 0.0
-        forbid = (self.settings.torch_ops or "forbid") == "forbid"
+        # On a device the host's samples are launches, not the computation: there they are diagnosis.
+        forbid = (self.settings.torch_ops or "forbid") == "forbid" and isinstance(self.hands, _HostHands)
         if forbid and computing >= _CENSUS_SAMPLES and share >= PYTORCH_SHARE:
             seen = (
                 f"{share:.0%} of forward's computing time ran in PyTorch's compute library (libtorch_cpu), "
@@ -249,59 +268,62 @@ class Session:
         if report.verdict != "correct":
             raise ForgeBenchError(f"the reference session failed ({shorten(report.reason, 500)})")
 
-    def _draw(self, scale: float = 1.0) -> Answer:
-        return self._reference_answer(Command(Order.DRAW, seed=secret_seed(), scale=scale))
+    def _draw(self, scale: float = 1.0, calls: int = 1) -> Answer:
+        return self._reference_answer(Command(Order.DRAW, seed=secret_seed(), scale=scale, calls=calls))
 
-    def _eager_call(self, scalars: list) -> float:
-        n = self.layout.input_bytes
+    def _eager_call(self, scalars: list, calls: int = 1) -> float:
         start = _clock()
-        self.working[:n] = self.pristine[:n]
-        self._reference_answer(Command(Order.CALL, scalars=scalars))
-        return (_clock() - start) * 1e3
+        self.hands.stage("working", calls)
+        self._reference_answer(Command(Order.CALL, scalars=scalars, calls=calls))
+        return (_clock() - start) * 1e3 / calls
 
-    def _blank(self) -> float:
-        n = self.layout.input_bytes
+    def _blank(self, calls: int = 1) -> float:
         start = _clock()
-        self.working[:n] = self.pristine[:n]
-        self._reference_answer(Command(Order.BLANK))
-        return (_clock() - start) * 1e3
+        self.hands.stage("working", calls)
+        self._reference_answer(Command(Order.BLANK, calls=calls))
+        return (_clock() - start) * 1e3 / calls
 
-    def _candidate_call(self, scalars: list) -> float:
-        """One call of the candidate on the pristine inputs, timed from before the inputs reach it to
-        its answer; its outputs copied out for the judge before anything else."""
-        n, m = self.layout.input_bytes, self.layout.output_bytes
+    def _candidate_call(self, scalars: list, calls: int = 1) -> float:
+        """The candidate's calls on the pristine inputs, timed from before the inputs reach it to its
+        answer; its outputs taken out of its reach before anything else, its inputs compared."""
+        self.freezer.thaw()
         if self.census is not None:
             self.census.start()
         start = _clock()
-        self.c_in[:n] = self.pristine[:n]
-        answer = self.cand.ask(Command(Order.CALL, scalars=scalars))
-        ms = (_clock() - start) * 1e3
-        self.got[:m] = self.c_out[:m]
+        self.hands.stage("candidate", calls)
+        answer = self.cand.ask(Command(Order.CALL, scalars=scalars, calls=calls))
+        ms = (_clock() - start) * 1e3 / calls
+        changed = self.hands.take(calls)
         if self.census is not None:
             self.census.stop()
+        self.freezer.freeze()  # until its next call: nothing of it runs beside eager's or the blank's
         if not answer.ok:
             verdict = answer.verdict if answer.verdict in VERDICTS and answer.verdict != "correct" else "crash"
             raise Decided(verdict, answer.reason or "the worker reported a failed call")
-        changed = self._changed_input()
         if changed is not None:
-            raise Decided("rejected", f"input {changed} was modified by forward; inputs must be left unchanged")
+            raise Decided("rejected", changed)
         return ms
 
-    def _changed_input(self) -> int | None:
-        n = self.layout.input_bytes
-        if numpy.array_equal(self.c_in[:n], self.pristine[:n]):
-            return None
-        for i, slot in enumerate(self.layout.inputs):
-            if slot is None:
-                continue
-            span = slice(slot.offset, slot.offset + slot.extent * _itemsize(slot.dtype))
-            if not numpy.array_equal(self.c_in[span], self.pristine[span]):
-                return i
-        return -1
+    def _solo_eager(self) -> tuple[int, list[float]]:
+        """On a device, before the candidate's worker exists: the batch (calls a bracket runs, for
+        BATCH_MS of eager's work) and eager's times per call alone. Work a candidate leaves queued
+        on the device can slow eager's calls beside it, never these (timing.paired's first_alone)."""
+        drawn = self._draw()
+        once = min(self._eager_call(drawn.scalars) - self._blank() for _ in range(2))
+        batch = max(1, min(self.layout.slots, math.ceil(BATCH_MS / max(once, 0.002))))
+        alone = []
+        for i in range(WARMUP_ROUNDS + SOLO_ROUNDS):
+            drawn = self._draw(calls=batch)
+            ms = self._eager_call(drawn.scalars, batch) - self._blank(batch)
+            if i >= WARMUP_ROUNDS:
+                alone.append(ms)
+        return batch, alone
 
-    def _judge(self, where: str, full: bool = True) -> None:
-        answer = self._reference_answer(Command(Order.JUDGE if full else Order.AGREE))
-        self.judged += 1
+    def _judge(self, where: str, full: bool = True, calls: int = 1) -> None:
+        slot = int.from_bytes(os.urandom(2), "little") % calls
+        command = Command(Order.JUDGE, slot=slot) if full else Command(Order.AGREE, calls=calls)
+        answer = self._reference_answer(command)
+        self.judged += 1 if full else calls
         if full:
             self.tolerance = self.tolerance or dict(answer.tolerance)
         if not answer.ok:
@@ -318,31 +340,142 @@ class Session:
             where = f"check draw {i + 1}" if scale == 1.0 else f"an extreme draw (floating inputs x{scale:g})"
             self._judge(f"{where}, inputs from a secret seed")
 
-    def _timed_rounds(self) -> timing.Paired:
-        s = self.settings
+    def _timed_rounds(self, alone: list[float] | None) -> timing.Paired:
+        s, k = self.settings, self.batch
         eager, candidate, blank = [], [], []
         counted, rounds, started = 0.0, 0, _clock()
         while True:
-            drawn = self._draw()
+            drawn = self._draw(calls=k)
             if rounds % 2 == 0:
-                e_ms, c_ms = self._eager_call(drawn.scalars), self._candidate_call(drawn.scalars)
+                e_ms, c_ms = self._eager_call(drawn.scalars, k), self._candidate_call(drawn.scalars, k)
             else:
-                c_ms, e_ms = self._candidate_call(drawn.scalars), self._eager_call(drawn.scalars)
-            b_ms = self._blank()
-            where = f"timed call {rounds + 1}, inputs from a secret seed"
-            self._judge(where, full=False)
+                c_ms, e_ms = self._candidate_call(drawn.scalars, k), self._eager_call(drawn.scalars, k)
+            b_ms = self._blank(k)
+            where = f"timed call {rounds * k + 1}, inputs from a secret seed"
+            self._judge(where, full=False, calls=k)
             if int.from_bytes(os.urandom(2), "little") < JUDGED_SHARE * 65536:
-                self._judge(where)
+                self._judge(where, calls=k)
             rounds += 1
             if rounds > WARMUP_ROUNDS:
                 eager.append(e_ms)
                 candidate.append(c_ms)
                 blank.append(b_ms)
-                counted += c_ms
+                counted += c_ms * k
             n = len(candidate)
             enough = n >= _MIN_ROUNDS and counted >= s.budget_ms
             if enough or n >= _MAX_ROUNDS or (n >= _MIN_ROUNDS and _clock() - started > _WALL_CAP_S):
-                return timing.paired(eager, candidate, blank)
+                return timing.paired(eager, candidate, blank, first_alone=alone)
+
+
+class _HostHands:
+    """The referee's own hands, on a device whose memory it maps (the CPU): every copy and comparison
+    of a call's inputs and outputs done in this process."""
+
+    def __init__(self, reference_folder: Path, candidate_folder: Path, layout: Layout, owner: int | None):
+        regions = {n: Region(reference_folder / f"{n}.bin") for n in ("pristine", "working", "got")}
+        self.pristine, self.working = regions["pristine"].array(), regions["working"].array()
+        self.got, self.layout = regions["got"].array(), layout
+        c_in = Region(candidate_folder / "call_inputs.bin", layout.input_bytes, create=True, owner=owner)
+        c_out = Region(candidate_folder / "call_outputs.bin", layout.output_bytes, create=True, owner=owner)
+        self.c_in, self.c_out = c_in.array(), c_out.array()
+
+    def stage(self, into: str, calls: int) -> None:
+        n = self.layout.input_bytes
+        (self.working if into == "working" else self.c_in)[:n] = self.pristine[:n]
+
+    def take(self, calls: int) -> str | None:
+        """The candidate's outputs copied out of its reach; why its inputs are not as written, or None."""
+        m = self.layout.output_bytes
+        self.got[:m] = self.c_out[:m]
+        changed = self._changed_input()
+        if changed is None:
+            return None
+        return f"input {changed} was modified by forward; inputs must be left unchanged"
+
+    def _changed_input(self) -> int | None:
+        n = self.layout.input_bytes
+        if numpy.array_equal(self.c_in[:n], self.pristine[:n]):
+            return None
+        for i, slot in enumerate(self.layout.inputs):
+            if slot is None:
+                continue
+            span = slice(slot.offset, slot.offset + slot.extent * _itemsize(slot.dtype))
+            if not numpy.array_equal(self.c_in[span], self.pristine[span]):
+                return i
+        return -1
+
+
+class _DeviceHands:
+    """The reference session's hands, on the referee's orders, for memory only a device's process can
+    touch: inputs staged into the candidate's slots, outputs taken out of them, inputs compared."""
+
+    def __init__(self, session: Session):
+        self.session = session
+
+    def stage(self, into: str, calls: int) -> None:
+        self.session._reference_answer(Command(Order.STAGE, calls=calls, into=into))
+
+    def take(self, calls: int) -> str | None:
+        answer = self.session._reference_answer(Command(Order.TAKE, calls=calls))
+        return None if answer.ok else answer.reason
+
+
+class _Freezer:
+    """The candidate's worker and every process it started, stopped (SIGSTOP) outside its own calls:
+    a thread or a child of it that burned the CPU, or launched work, while eager or the blank bracket
+    ran would slow them and so raise its speedup. Work it left queued on a device runs on; the
+    device's eager-alone times bound that (Session._solo_eager)."""
+
+    _WAIT_S = 0.05
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self._stopped: list[int] = []
+
+    def _tree(self) -> list[int]:
+        found, todo = [], [self.pid]
+        while todo and len(found) < 4096:
+            pid = todo.pop()
+            found.append(pid)
+            try:
+                for tid in os.listdir(f"/proc/{pid}/task"):
+                    todo += [int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
+            except OSError:
+                continue
+        return found
+
+    def freeze(self) -> None:
+        if self.pid is None:
+            return
+        for pid in self._tree():
+            try:
+                os.kill(pid, signal.SIGSTOP)
+                self._stopped.append(pid)
+            except OSError:
+                pass
+        until = time.monotonic() + self._WAIT_S
+        while time.monotonic() < until and not all(_stopped(pid) for pid in self._stopped):
+            time.sleep(0.0002)
+
+    def thaw(self) -> None:
+        for pid in self._stopped:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except OSError:
+                pass
+        self._stopped = []
+
+
+def _stopped(pid: int) -> bool:
+    """Whether every thread of the process is stopped (or the process is gone)."""
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+            if stat[stat.rindex(")") + 2] not in "tTXZ":
+                return False
+    except (OSError, ValueError):
+        return True
+    return True
 
 
 _MIN_ROUNDS, _MAX_ROUNDS = 5, 1000

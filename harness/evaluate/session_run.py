@@ -20,7 +20,7 @@ import torch
 
 from harness import serial
 from harness.devices import Device
-from harness.evaluate import arena, observers
+from harness.evaluate import arena, observers, timing
 from harness.evaluate.candidate_run import Watched, _changed, _reject_replaced_clocks, _snapshot, _torch_compute
 from harness.evaluate.checks import agrees, compare, flatten
 from harness.evaluate.models import build_model, copy_parameters, load_candidate, make_inputs
@@ -64,11 +64,74 @@ def _plain_scalars(inputs: list[Any]) -> list[Any]:
     return [v for v in inputs if not isinstance(v, torch.Tensor)]
 
 
-def _layout(folder: Path, inputs: list[Any], out: Any) -> tuple[Layout, dict[str, arena.Region]]:
-    layout = arena.layout_of(inputs, flatten(out))
-    sizes = {"pristine": layout.input_bytes, "working": layout.input_bytes}
-    sizes.update(eager=layout.output_bytes, got=layout.output_bytes)
-    return layout, {name: arena.Region(folder / f"{name}.bin", size, create=True) for name, size in sizes.items()}
+# On a device, a region holds up to this many calls, run back to back in one bracket so that the
+# referee's clock, on the host, times the device's work rather than one launch's round trip; the
+# regions of all of them (three copies of the inputs and of the outputs) take at most this share of
+# free device memory, and never more than _MAX_SLOT_BYTES.
+MAX_SLOTS, _SLOT_MEMORY_SHARE, _MAX_SLOT_BYTES = 32, 0.125, 2 << 30
+
+
+def _slots(layout: Layout, device: Device, more: list[Any], drawn: list[Any]) -> int:
+    """How many calls each region holds: one on a device whose calls are done when they return; on
+    another, as many as memory allows, if the draws' non-tensor inputs never differ (each batched
+    call gets the first's)."""
+    if not device.shares_memory or _plain_scalars(more) != _plain_scalars(drawn):
+        return 1
+    free = torch.cuda.mem_get_info()[0]
+    per_call = 3 * (layout.input_bytes + layout.output_bytes)
+    return max(1, min(MAX_SLOTS, int(min(free * _SLOT_MEMORY_SHARE, _MAX_SLOT_BYTES) // max(per_call, 1))))
+
+
+class _Regions:
+    """The reference session's memory: pristine inputs as drawn, eager's working copies and outputs,
+    and the candidate's outputs as taken, each `layout.slots` calls long. On the CPU they are files
+    the referee maps and copies between itself; on a device, its memory, and the candidate's own
+    slots (inputs and outputs) are driver allocations handed to the candidate's worker by CUDA IPC
+    and copied to and from here on the referee's orders (STAGE, TAKE)."""
+
+    def __init__(self, folder: Path, layout: Layout, device: Device, on: torch.device):
+        n, m = layout.input_bytes * layout.slots, layout.output_bytes * layout.slots
+        self.layout, self.exported, self._held = layout, {}, []
+        sizes = {"pristine": n, "working": n, "eager": m, "got": m}
+        if device.shares_memory:
+            from harness.devices.cuda_ipc import Allocation
+
+            self.raw = {name: torch.zeros(max(size, 1), dtype=torch.uint8, device=on) for name, size in sizes.items()}
+            for name, size in (("call_inputs", n), ("call_outputs", m)):
+                allocation = Allocation(size)
+                self._held.append(allocation)
+                self.raw[name] = allocation.bytes
+                self.exported[name] = device.export(allocation.bytes)
+        else:
+            self.raw = {
+                name: torch.frombuffer(arena.Region(folder / f"{name}.bin", size, create=True).map, dtype=torch.uint8)
+                for name, size in sizes.items()
+            }
+
+    def views(self, name: str, k: int) -> list[Any]:
+        inputs = name in ("pristine", "working", "call_inputs")
+        slots = self.layout.inputs if inputs else self.layout.outputs
+        stride = self.layout.input_bytes if inputs else self.layout.output_bytes
+        return arena.views(self.raw[name], slots, base=k * stride)
+
+    def span(self, name: str, calls: int) -> torch.Tensor:
+        inputs = name in ("pristine", "working", "call_inputs")
+        return self.raw[name][: calls * (self.layout.input_bytes if inputs else self.layout.output_bytes)]
+
+    def changed_input(self, calls: int) -> int | None:
+        """Which input a call of the candidate changed (-1: bytes between them), or None."""
+        if torch.equal(self.span("call_inputs", calls), self.span("pristine", calls)):
+            return None
+        for k in range(calls):
+            got, want = self.views("call_inputs", k), self.views("pristine", k)
+            for i, (g, w) in enumerate(zip(got, want)):
+                if isinstance(w, torch.Tensor) and not torch.equal(_raw(g), _raw(w)):
+                    return i
+        return -1
+
+    def close(self) -> None:
+        for allocation in self._held:
+            allocation.free()
 
 
 class _Draws:
@@ -95,54 +158,113 @@ class _Draws:
         return _scaled(drawn, scale)
 
 
+def _args(tensors: list[Any], values: list[Any]) -> list[Any]:
+    """A call's arguments: the slot's tensors, and the draw's values where the layout has none."""
+    return [t if isinstance(t, torch.Tensor) else v for t, v in zip(tensors, values)]
+
+
 def serve_reference(request: dict, device: Device, reference) -> WorkerReport:
     on = device.torch_device()
     folder = Path(request["result_path"]).parent
     model = build_model(reference.Model, reference, request["init_seed"], on)
     drawn = make_inputs(reference, request["first_seed"], on)
-    layout, regions = _layout(folder, drawn, model(*drawn))
-    pristine = regions["pristine"].tensors(layout.inputs)
-    working = regions["working"].tensors(layout.inputs)
-    eager, got = regions["eager"].tensors(layout.outputs), regions["got"].tensors(layout.outputs)
-    link = arena.WorkerEnd(folder)
-    link.send(encode(Answer(True, layout=layout)))
-    draws, last = _Draws(reference, on), None
+    layout = arena.layout_of(drawn, flatten(model(*drawn)))
+    layout.slots = _slots(layout, device, make_inputs(reference, request["first_seed"] + 1, on), drawn)
+    regions = _Regions(folder, layout, device, on)
+    try:
+        return _serve_reference(request, device, reference, model, regions)
+    finally:
+        regions.close()
+
+
+def _serve_reference(request: dict, device: Device, reference, model, regions: _Regions) -> WorkerReport:
+    link = arena.WorkerEnd(Path(request["result_path"]).parent)
+    link.send(encode(Answer(True, layout=regions.layout, regions=regions.exported)))
+    draws = _Draws(reference, device.torch_device())
+    values: list[list[Any]] = [[] for _ in range(regions.layout.slots)]  # each slot's draw
+    last: list[Any] = [None] * regions.layout.slots
+    tolerance = request.get("tolerance")
     while True:
         order = decode(Command, link.receive())
         if order.order is Order.FINISH:
             return WorkerReport("correct")
-        answer = Answer(True)
+        answer, calls = Answer(True), max(1, min(order.calls, regions.layout.slots))
         if order.order is Order.DRAW:
-            drawn = draws.draw(order.seed, order.scale)
-            if order.scale != 1.0 and not all(bool(t.isfinite().all()) for t in flatten(model(*drawn))):
-                answer = Answer(False, f"eager's output is not finite on inputs x{order.scale:g}")
-            else:
-                for slot, value in zip(pristine, drawn):
+            for k in range(calls):
+                drawn = draws.draw(order.seed + k, order.scale)
+                if order.scale != 1.0 and not all(bool(t.isfinite().all()) for t in flatten(model(*drawn))):
+                    answer = Answer(False, f"eager's output is not finite on inputs x{order.scale:g}")
+                    break
+                for slot, value in zip(regions.views("pristine", k), drawn):
                     if isinstance(slot, torch.Tensor):
                         _raw(slot).copy_(_raw(value))
-                answer.scalars = _plain_scalars(drawn)
+                values[k] = drawn
+            answer.scalars = _plain_scalars(values[0])
+        elif order.order is Order.STAGE:
+            into = "working" if order.into == "working" else "call_inputs"
+            regions.span(into, calls).copy_(regions.span("pristine", calls))
+        elif order.order is Order.TAKE:
+            regions.span("got", calls).copy_(regions.span("call_outputs", calls))
+            changed = regions.changed_input(calls)
+            if changed is not None:
+                answer = Answer(False, f"input {changed} was modified by forward; inputs must be left unchanged")
         elif order.order is Order.CALL:
-            last = model(*[w if isinstance(w, torch.Tensor) else v for w, v in zip(working, drawn)])
-            _copy_outputs(last, eager)
+            for k in range(calls):
+                last[k] = model(*_args(regions.views("working", k), values[k]))
+                _copy_outputs(last[k], regions.views("eager", k))
         elif order.order is Order.BLANK:
-            _copy_outputs(last, eager)  # the copy a call's bracket holds, without the call
+            for k in range(calls):
+                _copy_outputs(last[k], regions.views("eager", k))  # the copies a call's bracket holds, without it
         elif order.order is Order.JUDGE:
-            expected = expected_outputs(model, drawn, request)
-            mismatch = compare(expected.outputs, [g.clone() for g in got], request.get("tolerance"), expected.bounds)
+            k = max(0, min(order.slot, regions.layout.slots - 1))
+            inputs = _args([_clone(t) for t in regions.views("pristine", k)], values[k])
+            expected = expected_outputs(model, inputs, request)
+            got = [g.clone() for g in regions.views("got", k)]
+            mismatch = compare(expected.outputs, got, tolerance, expected.bounds)
             answer = Answer(mismatch is None, mismatch.reason if mismatch else "", tolerance=expected.basis)
         elif order.order is Order.AGREE:
-            mismatch = agrees(eager, got, request.get("tolerance"))
-            answer = Answer(mismatch is None, mismatch.reason if mismatch else "")
+            for k in range(calls):
+                mismatch = agrees(regions.views("eager", k), regions.views("got", k), tolerance)
+                if mismatch is not None:
+                    where = f" (batched call {k + 1} of {calls})" if calls > 1 else ""
+                    answer = Answer(False, mismatch.reason + where)
+                    break
+        device.synchronize()  # each answer says its order is done, on the device too
         link.send(encode(answer))
 
 
+def _clone(t: Any) -> Any:
+    return timing.clone_inputs([t])[0] if isinstance(t, torch.Tensor) else t
+
+
 def serve_candidate(request: dict, device: Device, reference) -> WorkerReport:
-    on, folder = device.torch_device(), Path(request["result_path"]).parent
+    from contextlib import ExitStack
+
+    from harness.evaluate.outputs import DTYPES
+
     layout = serial.from_dict(Layout, request["layout"])
+    with ExitStack() as held:
+        folder, regions = Path(request["result_path"]).parent, request.get("regions") or {}
+        if regions:  # the reference session's device memory, opened here for the session
+            entries = [regions["call_inputs"], regions["call_outputs"]]
+            raw_in, raw_out = held.enter_context(device.opened(entries, DTYPES))
+        else:
+            raw_in = torch.frombuffer(arena.Region(folder / "call_inputs.bin").map, dtype=torch.uint8)
+            raw_out = torch.frombuffer(arena.Region(folder / "call_outputs.bin").map, dtype=torch.uint8)
+        slots = [
+            (
+                arena.views(raw_in, layout.inputs, base=k * layout.input_bytes),
+                arena.views(raw_out, layout.outputs, base=k * layout.output_bytes),
+            )
+            for k in range(layout.slots)
+        ]
+        return _serve_candidate(request, device, reference, layout, slots)
+
+
+def _serve_candidate(request: dict, device: Device, reference, layout: Layout, slots: list) -> WorkerReport:
+    on = device.torch_device()
     ref_model = build_model(reference.Model, reference, request["init_seed"], on)
-    inputs = arena.Region(folder / "call_inputs.bin", layout.input_bytes).tensors(layout.inputs)
-    into = arena.Region(folder / "call_outputs.bin", layout.output_bytes).tensors(layout.outputs)
-    link = arena.WorkerEnd(folder)
+    link = arena.WorkerEnd(Path(request["result_path"]).parent)
     if not request.get("profiler_failure"):
         device.warm_profiler()  # its threads exist before the candidate counts them (torch_until_profiled)
     observers.install()  # before the candidate's code runs, so it can only reach the noting wrappers
@@ -161,15 +283,20 @@ def serve_candidate(request: dict, device: Device, reference) -> WorkerReport:
         notes["weights"] = weights
     watched = Watched(model)
     link.send(encode(Answer(True, phases={"build_s": build_s})))
-    args: list[Any] = list(inputs)
+    args: list[Any] = list(slots[0][0])
     while True:
         order = decode(Command, link.receive())
         if order.order is Order.FINISH:
             break
-        args = [t if isinstance(t, torch.Tensor) else v for t, v in zip(inputs, _fill(layout, order.scalars))]
+        answer = Answer(True)
         try:
-            problem = _copy_outputs(watched(*args), into)
-            answer = Answer(problem is None, problem or "", verdict="incorrect")
+            for inputs, into in slots[: max(1, min(order.calls, len(slots)))]:
+                args = _args(inputs, _fill(layout, order.scalars))
+                problem = _copy_outputs(watched(*args), into)
+                if problem:
+                    answer = Answer(False, problem, verdict="incorrect")
+                    break
+            device.synchronize()  # answered when done (the referee reads the outputs itself)
         except Exception as exc:
             reason = shorten(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-3)}")
             answer = Answer(False, reason, verdict="runtime_error")

@@ -296,19 +296,33 @@ class Paired:
     bracket_ms: float  # the bracket's own cost, taken from both
 
 
-def paired(first_ms: Sequence[float], second_ms: Sequence[float], bracket_ms: Sequence[float]) -> Paired:
+def paired(
+    first_ms: Sequence[float],
+    second_ms: Sequence[float],
+    bracket_ms: Sequence[float],
+    first_alone: Sequence[float] | None = None,
+) -> Paired:
     """Round i's first_ms[i] and second_ms[i], each less the least bracket_ms (what a bracket costs
     with no call in it: the handshake and the copies; another process only ever adds to it), never
     below a twentieth of itself. On a shared machine another job's preemptions only add time, to
     either call at random: the 20th percentiles are each call's cost with the least interference,
     and their ratio held within 10% over four runs beside a burning core where the median of the
-    rounds' ratios swung 1.6x (docs/evaluation.md)."""
+    rounds' ratios swung 1.6x (docs/evaluation.md).
+
+    first_alone: the first's times (already net of their brackets) from before the second existed;
+    where they are lower, they count (on a device, work the second left queued can slow the first
+    beside it, and the ratio may only err low for the second)."""
     cost = min(bracket_ms) if bracket_ms else 0.0
     net = lambda ms: max(ms - cost, ms / 20)
     first, second = [net(ms) for ms in first_ms], [net(ms) for ms in second_ms]
     ratios = sorted(f / s for f, s in zip(first, second))
     a, b = of_samples(first), of_samples(second)
-    return Paired(a, b, a.p20_ms / b.p20_ms, _quantile(ratios, 0.2), _quantile(ratios, 0.8), cost)
+    scale = 1.0
+    if first_alone:
+        alone = of_samples([max(ms, 1e-6) for ms in first_alone])
+        if alone.p20_ms < a.p20_ms:
+            a, scale = alone, alone.p20_ms / a.p20_ms
+    return Paired(a, b, a.p20_ms / b.p20_ms, scale * _quantile(ratios, 0.2), scale * _quantile(ratios, 0.8), cost)
 
 
 # Points of the timed calls' distribution a Timing keeps (0%, 5%, ..., 100%): enough to draw it and

@@ -170,6 +170,7 @@ class Session:
         if first.layout is None:
             raise ForgeBenchError("the reference session sent no layout")
         self.layout, self.batch, solo = first.layout, 1, None
+        self.freezer = _Freezer()
         owner = NOBODY if self.unprivileged else None
         if first.regions:  # a device's memory: the reference session's hands, on the referee's orders
             self.hands = _DeviceHands(self)
@@ -180,7 +181,6 @@ class Session:
         deadline = time.monotonic() + self.timeout_s + 10.0  # the sandbox kills the worker at timeout_s
         run = lambda: start_candidate(self.layout, first.regions, lambda pid: setattr(self, "started_pid", pid))
         self.cand = _Worker(run, Link(candidate_folder, owner), lambda: deadline)
-        self.freezer = _Freezer()
         result = Refereed("correct", phases=phases)
         try:
             try:

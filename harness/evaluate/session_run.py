@@ -309,13 +309,22 @@ def _fill(layout: Layout, scalars: list[Any]) -> list[Any]:
     return [None if slot is not None else next(rest, None) for slot in layout.inputs]
 
 
+_OWN_STREAM_CALLS = 5
+
+
 def _second_line(watched: Watched, args: list[Any], request: dict, device: Device, notes: dict) -> WorkerReport:
     """The checks that need the candidate's process, after the referee has what it decides on: they
     can reject a candidate, never vouch for one (the candidate can edit anything they read)."""
     try:
         _reject_replaced_clocks()
         _, _, kernels = device.busy_ms(watched, args)  # every thread's ATen ops (the recorder sees one)
-        problem = device.escaped_work(watched, args, 0.0) or watched.not_plain or _asked() or _changed()
+        # The call's time on its own stream (events, on a device), against which work left running
+        # elsewhere shows: evidence for this check only, never the call's recorded time.
+        own_ms = 0.0
+        if device.asynchronous:
+            own, _ = device.time_calls(lambda: None, lambda: watched(*args), _OWN_STREAM_CALLS)
+            own_ms = sorted(own)[len(own) // 2]
+        problem = device.escaped_work(watched, args, own_ms) or watched.not_plain or _asked() or _changed()
         if problem:
             raise Verdict("rejected", problem)
         used = _torch_compute(watched, list(kernels), request, device)

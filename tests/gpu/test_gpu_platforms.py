@@ -46,15 +46,14 @@ CHEATS = [
     ("cuda", "torch_fallback_cuda", {"rejected"}, "aten._softmax"),
     ("triton", "writes_into_input_triton", {"rejected"}, "input 0 was modified"),
     ("triton", "caches_by_address_triton", {"incorrect"}, "differs"),
-    ("triton", "side_stream_triton", {"rejected", "incorrect"}, ""),
-    ("triton", "joins_side_stream_triton", {"rejected"}, "ran outside the timer"),
     # The profiler starts through its C API, so its Python flag never tells; the one question left,
     # torch._C._autograd._profiler_enabled(), is noted when a candidate asks it.
     ("triton", "skips_work_when_profiled_triton", {"rejected"}, "asked whether it is observed"),
     ("triton", "patches_timers_triton", {"rejected"}, "torch.cuda.Event.elapsed_time"),
     # The source audit names its gc.get_objects; were it spelt otherwise, what it finds is not the answer.
     ("triton", "reads_harness_memory_triton", {"rejected", "incorrect"}, ""),
-    ("triton", "forges_result_triton", {"rejected"}, "below this device's floor"),
+    # It rewrites its report as its process ends: the referee reads that as the forgery it is.
+    ("triton", "forges_result_triton", {"rejected"}, "a forged record"),
     ("triton", "exits_in_forward_triton", {"crash"}, "exited with status 0"),
     ("triton", "segfaults_host", {"crash"}, "SIGSEGV"),
     ("triton", "illegal_access_triton", {"crash", "runtime_error"}, ""),
@@ -100,6 +99,23 @@ def test_legitimate_kernel_is_correct(request, platform, name, task_id):
     result = request.getfixturevalue(platform).evaluate(resolve_one(task_id), candidate(name))
     assert result.verdict == "correct", result.to_json()
     assert result.speedup_vs_eager > 0 and result.env["device_name"]
+
+
+# Plants that hid work from the worker's own timer (events on one stream): the referee's clock waits
+# for the whole device, so they gain nothing; a side stream's race with the output copy may also make
+# them wrong.
+TIMER_ESCAPES = ["side_stream_triton", "joins_side_stream_triton"]
+
+
+@pytest.mark.parametrize("name", TIMER_ESCAPES)
+def test_work_hidden_from_a_stream_timer_is_timed_by_the_referee(triton, name):
+    task = resolve_one(SOFTMAX)
+    legitimate = triton.evaluate(task, candidate("softmax_triton"))
+    result = triton.evaluate(task, candidate(name))
+    assert legitimate.correct and result.verdict in ("correct", "incorrect", "rejected"), result.to_json()
+    if result.correct:
+        assert result.timed_by == "referee", result.to_json()
+        assert result.speedup_vs_eager < 1.2 * legitimate.speedup_vs_eager, (result.to_json(), legitimate.to_json())
 
 
 def test_nvrtc_softmax_is_cached_the_second_time(cuda):

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.llm.offline import cpu_writer, cuda_writer, triton_writer
-from harness.llm.offline.cpu_writer import CpuPlan
+from harness.llm.offline.cpu_writer import GRAPH_FAMILIES, CpuPlan
 from harness.llm.offline.cuda_writer import CUDA_FAMILIES
 from harness.llm.offline.family import Family, Point
 from harness.llm.offline.gpu import GpuPlan, graph_plan
@@ -16,7 +16,7 @@ from harness.llm.offline.operators import CPU_FAMILIES, family_for, misfit, refu
 from harness.llm.offline.prompt import PromptTask
 from harness.llm.offline.triton_writer import TRITON_FAMILIES
 
-FAMILIES: dict[str, Family] = {**CPU_FAMILIES, **TRITON_FAMILIES, **CUDA_FAMILIES}
+FAMILIES: dict[str, Family] = {**CPU_FAMILIES, **GRAPH_FAMILIES, **TRITON_FAMILIES, **CUDA_FAMILIES}
 _GPU_DTYPES = ("float32", "float16", "bfloat16")
 _GPU_CHOICES: dict[str, Callable[[GpuPlan], GpuPlan]] = {"triton": triton_writer.choose, "cuda": cuda_writer.choose}
 

@@ -21,7 +21,7 @@ from harness.evaluate.footprint import check_fits
 from harness.evaluate.settings import for_run
 from harness.progress import Progress
 from harness.record import Recorder, api_host, config_hash, environment
-from harness.tasks import BrokenTask, Task, select, task_set_id
+from harness.tasks import BrokenTask, Task, select, set_name, task_set_id
 
 
 def _slug(text: str) -> str:
@@ -64,13 +64,15 @@ class SuiteRun:
         config = OmegaConf.to_container(cfg)
         spec = cfg.tasks
         suite = cfg.suite.name if spec is None else spec if isinstance(spec, str) else ",".join(map(str, spec))
+        # Paths go by their names in the task set's (tasks.set_name); the suite tag keeps them as given.
+        set_named = cfg.suite.name if spec is None else set_name(spec)
         tags = {
             "agent": self.agent.name,
             "model": self.model.name,
             "model.label": self.model.label or self.model.name,
             "platform": self.platform.name,
             "suite": suite,
-            "task_set": task_set_id(suite, [t for t in self.selected if isinstance(t, Task)]),
+            "task_set": task_set_id(set_named, [t for t in self.selected if isinstance(t, Task)]),
             "task_count": str(len(self.selected)),
             "agent_config_hash": config_hash(config["agent"]),
             "torch_ops": self.evaluator.settings.torch_ops or "forbid",  # evaluate.torch_ops, as judged

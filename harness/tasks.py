@@ -86,6 +86,24 @@ def task_set_id(name: str, tasks: list[Task]) -> str:
     return f"{name}@{hashlib.sha256(listing.encode()).hexdigest()[:12]}"
 
 
+def set_name(spec: str | list[str]) -> str:
+    """The name a task set given as patterns and paths goes by in the records (task_set_id's): the
+    patterns joined by commas, each path (a task folder, a tree of them, a KernelBench file or folder)
+    by its own name, so a table reads `relu_64x256@...` and not the path it was given from some
+    folder. Two sets of one name but other tasks still differ by task_set_id's hash."""
+    patterns = [spec] if isinstance(spec, str) else [str(p) for p in spec]
+    return ",".join(_as_path(p).resolve().name if _names_a_path(p) else p for p in patterns)
+
+
+def _as_path(pattern: str) -> Path:
+    return Path(pattern).expanduser()
+
+
+def _names_a_path(pattern: str) -> bool:
+    """Whether a --tasks pattern is a path (a .py file or a folder) rather than an id or source glob."""
+    return pattern.endswith(".py") or _as_path(pattern).is_dir()
+
+
 @dataclass(frozen=True)
 class BrokenTask:
     """A task folder or file that does not load. It breaks only itself: selected like a task (by its
@@ -250,9 +268,8 @@ def select(spec: str | list[str], root: Path = TASKS_ROOT, keep_broken: bool = F
     chosen: dict[str, Task | BrokenTask] = {}
     everything: list[Task | BrokenTask] | None = None
     for pattern in patterns:
-        path = Path(pattern).expanduser()
-        if pattern.endswith(".py") or path.is_dir():
-            chosen.update({t.id: t for t in _from_path(path)})
+        if _names_a_path(pattern):
+            chosen.update({t.id: t for t in _from_path(_as_path(pattern))})
             continue
         if everything is None:
             tasks, broken = survey(root)

@@ -26,7 +26,15 @@ COLUMNS = [
     "source_run",
     "run",
 ]
-LAYOUT = Layout(COLUMNS, ["task_set", *COLUMNS, "eager_ms", "patched_eager_ms", "compile_ms", "parent_run_id"])
+# A table per model (task_set "e2e: <model>"), its heading counting the e2e runs in it: the suite
+# runs they came from (parent_run_id) may be fewer, one suite run's kernels tried in several e2e runs.
+LAYOUT = Layout(
+    COLUMNS,
+    ["task_set", *COLUMNS, "eager_ms", "patched_eager_ms", "compile_ms", "parent_run_id"],
+    table_name="",
+    run_key="run_id",
+    run_noun="e2e run",
+)
 
 
 def e2e_runs(tracking_uri: str, experiment: str) -> pd.DataFrame:
@@ -51,6 +59,7 @@ def e2e_runs(tracking_uri: str, experiment: str) -> pd.DataFrame:
                     "source_run": (tags.get("source_run") or "")[:8],
                     "parent_run_id": tags.get("source_run"),
                     "run": run.info.run_id[:8],
+                    "run_id": run.info.run_id,
                     "started": run.info.start_time,
                     "task_set": f"e2e: {tags.get('model')}",
                 }

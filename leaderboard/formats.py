@@ -32,13 +32,14 @@ th {{ background: #f4f4f4; }}
 """
 
 
-def _heading(name: str, rows: pd.DataFrame) -> str:
-    runs = rows["parent_run_id"].nunique()
-    return f"task set {name} ({runs} suite run{'s' if runs != 1 else ''})"
+def _heading(name: str, rows: pd.DataFrame, layout: Layout) -> str:
+    runs = rows[layout.run_key].nunique()
+    named = f"{layout.table_name} {name}" if layout.table_name else name
+    return f"{named} ({runs} {layout.run_noun}{'s' if runs != 1 else ''})"
 
 
 def markdown(tables: Tables, layout: Layout) -> str:
-    return "\n\n".join(f"### {_heading(name, rows)}\n\n{render(rows, layout.shown)}" for name, rows in tables)
+    return "\n\n".join(f"### {_heading(name, rows, layout)}\n\n{render(rows, layout.shown)}" for name, rows in tables)
 
 
 def _records(rows: pd.DataFrame, layout: Layout) -> list[dict]:
@@ -58,7 +59,7 @@ def as_csv(tables: Tables, layout: Layout) -> str:
 
 def html(tables: Tables, layout: Layout, title: str = "ForgeBench leaderboard") -> str:
     sections = [
-        f"<h2>{escape(_heading(name, rows))}</h2>\n"
+        f"<h2>{escape(_heading(name, rows, layout))}</h2>\n"
         + shown(rows, layout.shown).to_html(index=False, na_rep="", float_format="{:.3g}".format, border=0)
         for name, rows in tables
     ]

@@ -94,10 +94,15 @@ BASE = (
 
 @dataclass(frozen=True)
 class Layout:
-    """What a table shows (md, html) and what it exports (json, csv)."""
+    """What a table shows (md, html) and what it exports (json, csv), and how its heading names the
+    table and counts the runs in it: "<table_name> <name> (<n> <run_noun>s)", n the distinct values
+    of run_key among its rows."""
 
     shown: list[str]
     exported: list[str]
+    table_name: str = "task set"
+    run_key: str = "parent_run_id"
+    run_noun: str = "suite run"
 
 
 RUN_LAYOUT = Layout(COLUMNS, SUMMARY_FIELDS)

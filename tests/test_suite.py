@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.record import mlflow_client
 from tests.loopback_llm import LoopbackLLM
 
 REPO = Path(__file__).resolve().parents[1]
@@ -126,6 +127,11 @@ def test_a_task_without_a_correct_kernel_fails_with_the_reason(tmp_path):
     assert done.returncode == 1, done.stdout + done.stderr
     assert "1 failed" in done.stdout
     assert "no correct kernel for 1_Square_matrix_multiplication_" in done.stdout
+    # A set given as a path goes by the file's name on the leaderboard, the path kept in `suite`.
+    client = mlflow_client(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("forgebench").experiment_id
+    (run,) = client.search_runs([experiment], "tags.`forgebench.kind` = 'suite'")
+    assert run.data.tags["task_set"].startswith(f"{matmul.name}@") and run.data.tags["suite"] == str(matmul)
 
 
 @pytest.mark.slow

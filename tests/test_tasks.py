@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from harness.errors import ForgeBenchError
-from harness.tasks import TASKS_ROOT, discover, load_task_dir, resolve_one, select, survey
+from harness.tasks import TASKS_ROOT, discover, load_task_dir, resolve_one, select, set_name, survey
 from harness.trace import signature
 
 KERNELBENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "kernelbench"
@@ -111,3 +111,15 @@ def test_each_captured_set_covers_its_model_and_its_suite_selects_exactly_it(mod
     done = subprocess.run([*collect, "-p", "no:cacheprovider"], cwd=repo, capture_output=True, text=True, timeout=300)
     selected = {line.split("[", 1)[1].rstrip("]") for line in done.stdout.splitlines() if "::test_kernel[" in line}
     assert selected == listed, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def test_a_task_set_given_as_paths_goes_by_their_names(tmp_path, monkeypatch):
+    """As the suite names a `--tasks` spec in its task_set tag: each path by its own name, the rest as given."""
+    folder = tmp_path / "captured" / "relu_64x256"
+    folder.mkdir(parents=True)
+    (tmp_path / "19_ReLU.py").write_text("")
+    monkeypatch.chdir(tmp_path / "captured")
+    patterns = [str(folder), "softmax_rows", "kernelbench/level1/*"]
+    assert set_name(patterns) == "relu_64x256,softmax_rows,kernelbench/level1/*"
+    assert set_name("../19_ReLU.py") == "19_ReLU.py"
+    assert set_name(".") == "captured"  # a relative path by the folder it names

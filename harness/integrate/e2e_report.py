@@ -3,6 +3,8 @@ MLflow record carries (e2e.record) and the text the user reads, from model_run.p
 
 from __future__ import annotations
 
+import textwrap
+
 
 def _against_eager(t: dict, key: str) -> float:
     """t[key]'s time over eager's, eager timed beside it (timing.measure_together; a record of
@@ -56,6 +58,11 @@ def summary_metrics(found: dict) -> dict[str, float]:
         metrics["tokens_match"] = float(found["tokens_match"])
     return metrics
 
+
+# The decisions table's "why": a reason wrapped at this width, whole up to this many characters (cut
+# at a fixed width, "...: not faster" read "...: no"); a longer one is cut at a word's end, and
+# decisions.json has it whole.
+WHY_CHARS, WHY_WIDTH = 300, 72
 
 # A forward whose host time is this close to its time is paced by the host (eager ResNet-50 on the
 # H200: 9.9 ms of host time for a 9.1 ms forward, docs/benchmarks.md, tenth session).
@@ -152,7 +159,9 @@ def describe(found: dict) -> str:
     decisions = []
     for d in found["decisions"]:
         in_place = f"{d['in_place_speedup']:.2f}x" if d.get("in_place_speedup") else ""
-        decisions.append([d["task_id"], d["decision"], in_place, d["reason"][:90]])
-    lines.append(tabulate(decisions, headers=["task", "decision", "in place", "why"]))
+        why = textwrap.shorten(d["reason"], WHY_CHARS, placeholder=" ...") if d["reason"] else ""
+        decisions.append([d["task_id"], d["decision"], in_place, why])
+    widths = [None, None, None, WHY_WIDTH]
+    lines.append(tabulate(decisions, headers=["task", "decision", "in place", "why"], maxcolwidths=widths))
     lines.append(f"recorded as MLflow run {found.get('run_id')} (kind e2e)")
     return "\n".join(lines)

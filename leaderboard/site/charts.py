@@ -14,6 +14,11 @@ from dataclasses import dataclass
 from leaderboard.site.data import SuiteRun
 
 MARGIN = {"l": 60, "r": 20, "t": 40, "b": 50}
+NO_COST = (
+    "no API cost recorded: these runs cost $0<br>(the offline model, or a provider without prices), "
+    "so there is no cost frontier"
+)
+NO_COST_NOTE = {"text": NO_COST, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.98, "showarrow": False}
 
 
 @dataclass(frozen=True)
@@ -35,8 +40,8 @@ def pareto_frontier(points: list[CostPoint]) -> list[CostPoint]:
 
 def cost_figure(points: list[CostPoint], title: str) -> dict:
     """Runs as points, the frontier as a step line: between two frontier runs, the cheaper one's
-    speedup is the best a budget buys."""
-    frontier = pareto_frontier(points)
+    speedup is the best a budget buys. Where no run cost anything (the offline model, a provider
+    without prices), there is no trade-off to draw: the runs stand at zero with a note saying so."""
     runs = {
         "type": "scatter",
         "name": "runs",
@@ -49,6 +54,15 @@ def cost_figure(points: list[CostPoint], title: str) -> dict:
         "hovertemplate": "%{text}<br>$%{x:.4g}, %{y:.3g}x<extra></extra>",
         "marker": {"size": 11},
     }
+    axes = {"xaxis": {"title": {"text": "LLM cost (USD)"}}, "yaxis": {"title": {"text": "speedup vs eager (guarded)"}}}
+    layout = {"title": {"text": title}, **axes, "margin": MARGIN, "height": 420}
+    if not any(p.cost_usd for p in points):
+        # Plotly would span a lone x of 0 from -1 to 1, as if a run could cost less than nothing.
+        layout["xaxis"] = {**axes["xaxis"], "range": [-0.5, 0.5], "tickvals": [0], "ticktext": ["$0"]}
+        layout["showlegend"] = False
+        layout["annotations"] = [NO_COST_NOTE]
+        return {"data": [runs], "layout": layout}
+    frontier = pareto_frontier(points)
     line = {
         "type": "scatter",
         "name": "Pareto frontier",
@@ -58,8 +72,7 @@ def cost_figure(points: list[CostPoint], title: str) -> dict:
         "line": {"shape": "hv", "dash": "dash"},
         "hoverinfo": "skip",
     }
-    axes = {"xaxis": {"title": {"text": "LLM cost (USD)"}}, "yaxis": {"title": {"text": "speedup vs eager (guarded)"}}}
-    return {"data": [runs, line], "layout": {"title": {"text": title}, **axes, "margin": MARGIN, "height": 420}}
+    return {"data": [runs, line], "layout": layout}
 
 
 def rounds_curve(suite: SuiteRun, metric: str) -> list[tuple[int, float]]:

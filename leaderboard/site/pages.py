@@ -15,6 +15,10 @@ from leaderboard.site.data import Site, SuiteRun, TaskRun
 from leaderboard.site.tree import best_node, node_details, tree_figure
 from leaderboard.table import COLUMNS, OPTIONAL_COLUMNS, TASK_COLUMNS, shown
 
+# The leaderboard's columns with the run's id first: the tables are wider than a screen, and the
+# first column stays in view as they scroll (site.css), so each row keeps saying whose it is.
+RUN_COLUMNS = ["run", *(c for c in COLUMNS if c != "run")]
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -64,7 +68,7 @@ def index(site: Site) -> dict:
     boards = []
     for task_set, suites in site.task_sets().items():
         summary = _summary(site, suites)
-        columns = list(shown(summary, COLUMNS).columns)
+        columns = list(shown(summary, RUN_COLUMNS).columns)
         rows = [
             [cell(row[c], run_page(row["parent_run_id"]) if c in ("model", "run") else None) for c in columns]
             for _, row in summary.iterrows()
@@ -81,7 +85,7 @@ def _task_cell(task: TaskRun, column: str) -> Cell:
 
 def run(site: Site, suite: SuiteRun) -> dict:
     summary = _summary(site, [suite])
-    columns = list(shown(summary, COLUMNS).columns)
+    columns = list(shown(summary, RUN_COLUMNS).columns)
     # A baseline's column only where some task has it (Liger and FlashInfer on a GPU, and only where
     # they have the op).
     task_columns = [
@@ -168,13 +172,18 @@ def cost(site: Site) -> dict:
             )
             for _, row in summary.iterrows()
         ]
+        # Where nothing cost anything there is no frontier (charts.cost_figure), and no column for it.
+        priced = any(p.cost_usd for p in points)
         frontier = set(charts.pareto_frontier(points))
-        rows = [[Cell(p.name, p.url), cell(p.cost_usd), cell(p.speedup), cell(p in frontier)] for p in points]
+        rows = [
+            [Cell(p.name, p.url), cell(p.cost_usd), cell(p.speedup), *([cell(p in frontier)] if priced else [])]
+            for p in points
+        ]
         sections.append(
             {
                 "task_set": task_set,
                 "chart": charts.cost_figure(points, f"{task_set}: cost against speedup"),
-                "columns": ["run", "cost_usd", "geomean_speedup", "on the frontier"],
+                "columns": ["run", "cost_usd", "geomean_speedup", *(["on the frontier"] if priced else [])],
                 "rows": rows,
             }
         )

@@ -9,9 +9,11 @@ import math
 
 from leaderboard.site.data import TaskRun
 
-# One colour per outcome, the same on every tree page (a verdict, or why a node has none).
+# One colour per outcome, the same on every tree page: a correct node's by whether it beats eager
+# (colour_group), the others' by their verdict, or why a node has none.
 OUTCOME_COLOURS = {
-    "correct": "#2ca02c",
+    "correct, faster than eager": "#2ca02c",
+    "correct, not faster than eager": "#17becf",
     "incorrect": "#d62728",
     "compile_error": "#ff7f0e",
     "runtime_error": "#9467bd",
@@ -29,6 +31,15 @@ def outcome(node: dict) -> str:
     if node.get("result"):
         return node["result"]["verdict"]
     return "analyst" if node.get("action") == "analyst" else "no code"
+
+
+def colour_group(node: dict) -> str:
+    """The node's legend entry: its outcome, a correct one split by its speedup over eager (a correct
+    0.06x kernel is no success to colour as one)."""
+    found = outcome(node)
+    if found != "correct":
+        return found
+    return "correct, faster than eager" if speedup(node) > 1 else "correct, not faster than eager"
 
 
 def speedup(node: dict) -> float:
@@ -94,7 +105,7 @@ def tree_figure(nodes: list[dict], best_id: int | None) -> dict:
     edges = {"type": "scatter", "x": edge_x, "y": edge_y, "mode": "lines", "line": {"color": "#bbb"}}
     traces = [{**edges, "hoverinfo": "skip", "showlegend": False}]
     for name, colour in OUTCOME_COLOURS.items():
-        group = [n for n in nodes if outcome(n) == name and n["id"] in positions]
+        group = [n for n in nodes if colour_group(n) == name and n["id"] in positions]
         if not group:
             continue
         traces.append(

@@ -475,3 +475,21 @@ def test_a_killed_suite_run_is_shown_unfinished(tmp_path, capsys):
     code, out, err = _cli(capsys, "leaderboard", "--tracking-uri", uri)
     assert code == 0, err
     assert "2/6 unfinished" in out, out
+
+
+def test_the_e2e_heading_counts_the_e2e_runs_it_shows(tmp_path, capsys):
+    # Two e2e runs of one model on the kernels of one suite run: two rows, two e2e runs.
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = mlflow_client(uri)
+    experiment = client.create_experiment("forgebench")
+    suite = _suite_run(client, experiment, "2026-12-01", KB, {"t1": _kernel(2.0)}, agent="mcts", model="m")
+    for speedup in (1.1, 1.2):
+        tags = {"forgebench.kind": "e2e", "model": "resnet50", "source_run": suite, "device": "cpu"}
+        run = client.create_run(experiment, tags=tags).info.run_id
+        client.log_metric(run, "e2e_speedup_vs_eager", speedup)
+        client.set_terminated(run)
+    code, out, err = _cli(capsys, "leaderboard", "--tracking-uri", uri, "--e2e")
+    assert code == 0, err
+    (heading,) = [line for line in out.splitlines() if line.startswith("###")]
+    assert heading == "### e2e: resnet50 (2 e2e runs)", out
+    assert len([line for line in out.splitlines() if line.startswith("| resnet50")]) == 2, out

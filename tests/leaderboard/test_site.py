@@ -7,14 +7,15 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 from pathlib import Path
 
 import plotly.graph_objects as go
 import pytest
 
 from harness.record import mlflow_client
-from leaderboard.site import charts
-from leaderboard.site.build import script_json
+from leaderboard.site import charts, pages
+from leaderboard.site.build import build_site, script_json
 from leaderboard.site.data import SuiteRun, TaskRun, load_site
 from leaderboard.site.tree import node_details, tidy_layout, tree_figure
 from tests.loopback_llm import LoopbackLLM
@@ -276,6 +277,39 @@ def test_a_kernel_holding_script_tags_stays_text(tmp_path, browser):
     visit.close()
 
 
+def _first_column(page: Path) -> list[str]:
+    """The text of the first cell of each row of the page's first table."""
+    table = page.read_text().split("<table>", 1)[1].split("</table>", 1)[0]
+    rows = re.findall(r"<tr>(.*?)</tr>", table, re.S)
+    return [re.sub(r"<[^>]+>", "", re.split(r"</t[hd]>", row, maxsplit=1)[0]).strip() for row in rows]
+
+
+def test_a_run_leads_its_row_in_the_wide_tables(tmp_path):
+    uri = _store_with_a_hostile_kernel(tmp_path)
+    site = load_site(uri, "forgebench")
+    build_site(site, tmp_path / "out")
+    (suite,) = site.suites
+    for page in (tmp_path / "out" / "index.html", tmp_path / "out" / pages.run_page(suite.run_id)):
+        assert _first_column(page) == ["run", suite.run_id[:8]], page
+    # Nothing cost anything: the cost page's chart says so, and its table has no frontier column.
+    cost = (tmp_path / "out" / "cost.html").read_text()
+    assert "no API cost recorded" in cost and "on the frontier" not in cost
+
+
+@pytest.mark.slow
+def test_the_run_stays_in_view_as_a_wide_table_scrolls(tmp_path, browser):
+    _store_with_a_hostile_kernel(tmp_path)
+    build_site(load_site(f"sqlite:///{tmp_path / 'mlflow.db'}", "forgebench"), tmp_path / "out")
+    page = browser.new_page(viewport={"width": 480, "height": 800})
+    page.goto((tmp_path / "out" / "index.html").as_uri())
+    wide = page.locator(".wide").first
+    wide.evaluate("w => { w.scrollLeft = w.scrollWidth; }")
+    assert wide.evaluate("w => w.scrollLeft") > 200  # the table is wider than the page, and scrolled
+    run_cell, frame = page.locator(".wide td").first.bounding_box(), wide.bounding_box()
+    assert frame["x"] - 1 <= run_cell["x"] < frame["x"] + frame["width"] / 2, (run_cell, frame)
+    page.close()
+
+
 def test_no_store_is_one_sentence_and_nothing_is_made(tmp_path):
     done = forgebench(tmp_path, "site", "out")
     assert done.returncode == 2
@@ -319,6 +353,15 @@ def test_a_refine_shows_the_analyst_advice_its_prompt_quoted():
     assert details[2]["diff"].endswith("-a\n+b\n") and details[0]["diff"] is None
 
 
+def test_a_tree_colours_a_correct_node_by_whether_it_beats_eager():
+    nodes = [_node(0, None, speedup=0.06), _node(1, 0, speedup=3.0), _node(2, 0, "incorrect")]
+    traces = {t["name"]: t for t in tree_figure(nodes, 1)["data"] if "name" in t}
+    slower, faster = traces["correct, not faster than eager"], traces["correct, faster than eager"]
+    assert (slower["customdata"], faster["customdata"], traces["incorrect"]["customdata"]) == ([0], [1], [2])
+    colours = {name: t["marker"]["color"] for name, t in traces.items()}
+    assert len(set(colours.values())) == 3, colours
+
+
 def test_the_pareto_frontier_keeps_only_runs_nothing_beats():
     points = [charts.CostPoint(n, c, s, "") for n, c, s in [("a", 1, 2.0), ("b", 2, 1.5), ("c", 3, 3.0), ("d", 1, 1.0)]]
     assert [p.name for p in charts.pareto_frontier(points)] == ["a", "c"]
@@ -332,6 +375,18 @@ def test_a_rounds_curve_is_the_median_with_early_stops_held():
     assert charts.rounds_curve(run, "best_speedup") == [(1, 0.5), (2, 2.0), (3, 3.0)]
 
 
+def test_runs_that_cost_nothing_are_said_to_and_draw_no_frontier():
+    free = [charts.CostPoint("a", 0.0, 2.0, "runs/a.html"), charts.CostPoint("b", 0.0, 1.0, "runs/b.html")]
+    figure = charts.cost_figure(free, "cost")
+    assert [trace["name"] for trace in figure["data"]] == ["runs"] and figure["layout"]["showlegend"] is False
+    assert figure["layout"]["xaxis"]["range"][0] > -1  # not Plotly's -1..1 around a lone zero
+    (note,) = figure["layout"]["annotations"]
+    assert note["text"].startswith("no API cost recorded")
+    priced = charts.cost_figure([charts.CostPoint("a", 0.5, 2.0, ""), charts.CostPoint("b", 1.0, 3.0, "")], "c")
+    assert [trace["name"] for trace in priced["data"]] == ["runs", "Pareto frontier"]
+    assert "annotations" not in priced["layout"]
+
+
 def test_every_figure_kind_is_valid_plotly():
     run = SuiteRun(
         "s",
@@ -343,6 +398,7 @@ def test_every_figure_kind_is_valid_plotly():
     figures = [
         tree_figure([_node(0, None), _node(1, 0, "incorrect")], 0),
         charts.cost_figure([charts.CostPoint("a", 1.0, 2.0, "runs/a.html")], "cost"),
+        charts.cost_figure([charts.CostPoint("a", 0.0, 2.0, "runs/a.html")], "cost"),
         charts.rounds_figure([run], "best_speedup", "rounds", "x"),
         charts.comparison_figure(["t"], {"a": [2.0], "b": [None]}, "compare"),
     ]

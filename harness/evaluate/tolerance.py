@@ -51,13 +51,26 @@ def _double(value: Any, magnitude: bool) -> Any:
     return value
 
 
+# The model's fp64 copies (exact, magnitudes), made once per model: a session judges many calls of one
+# model, and copying a large one twice per judged call cost more than the call.
+_WIDENED: dict[tuple[int, bool], tuple[torch.nn.Module, torch.nn.Module]] = {}
+
+
+def _widened(model: torch.nn.Module, magnitude: bool) -> torch.nn.Module:
+    key = (id(model), magnitude)
+    if key not in _WIDENED or _WIDENED[key][0] is not model:
+        wide = copy.deepcopy(model).to(torch.float64)
+        if magnitude:
+            with torch.no_grad():
+                for tensor in [*wide.parameters(), *wide.buffers()]:
+                    if tensor.is_floating_point():
+                        tensor.abs_()
+        _WIDENED[key] = (model, wide)  # the model held too, so its id is not reused by another
+    return _WIDENED[key][1]
+
+
 def _run(model: torch.nn.Module, inputs: list[Any], magnitude: bool) -> list[torch.Tensor]:
-    wide = copy.deepcopy(model).to(torch.float64)
-    if magnitude:
-        with torch.no_grad():
-            for tensor in [*wide.parameters(), *wide.buffers()]:
-                if tensor.is_floating_point():
-                    tensor.abs_()
+    wide = _widened(model, magnitude)
     with torch.no_grad():
         return flatten(wide(*[_double(v, magnitude) for v in inputs]))
 

@@ -81,6 +81,11 @@ def _tasks_validate(args: argparse.Namespace) -> int:
     if args.run:
         from harness import devices
 
+        if args.run not in devices.names():
+            raise ForgeBenchError(
+                f"tasks validate --run {args.run}: no device adapter has that name; "
+                f"use one of {', '.join(devices.names())}."
+            )
         absent = devices.load(args.run).available()
         if absent:
             raise ForgeBenchError(f"tasks validate --run {args.run}: {absent}; use --run cpu.")
@@ -324,8 +329,8 @@ def _regrade(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    from harness import devices
-
+    """The command line, built without importing torch, MLflow or any command's modules: each handler
+    imports what it needs, so `forgebench --help` and a mistyped option answer at once."""
     top = argparse.ArgumentParser(prog="forgebench", description="Benchmark LLM-written kernels against PyTorch.")
     sub = top.add_subparsers(dest="command", required=True)
 
@@ -344,7 +349,9 @@ def parser() -> argparse.ArgumentParser:
     validate = tasks.add_parser("validate", help="check every task.yaml and reference.py")
     validate.add_argument("paths", nargs="*", help="task folders, tasks roots, or KernelBench files (default: tasks/)")
     validate.add_argument(
-        "--run", choices=devices.names(), help="also run each reference once at its shapes on this device"
+        "--run",
+        metavar="DEVICE",
+        help="also run each reference once at its shapes on this device (harness/devices/: cpu, cuda)",
     )
     validate.set_defaults(handler=_tasks_validate)
 

@@ -50,10 +50,12 @@ class Progress:
             self._ticker = None
         if self.rewrite is not None:
             with self._lock:
-                self.rewrite(self._describe())
+                self.rewrite(self.line())
                 self.write("")  # the task's last line stays; the test's own result follows below it
 
-    def _describe(self) -> str:
+    def line(self) -> str:
+        """The task's line as it stands: what the terminal shows, and (under xdist) what a worker
+        hands the controller with the test's report when the task ends."""
         f = self._fields
         best = f"{f['best']:.3g}x" if f["best"] else "none yet"
         elapsed = time.monotonic() - self._started
@@ -65,7 +67,7 @@ class Progress:
     def _show(self) -> None:
         # Every write holds the lock: the ticker and the search's thread never interleave a line.
         with self._lock:
-            (self.rewrite or self.write)(self._describe())
+            (self.rewrite or self.write)(self.line())
 
     def _tick(self) -> None:
         while not self._stop.wait(TICK_S):

@@ -11,10 +11,14 @@ states the speedups its authors claim (`claims.json`: {solution stem: speedup}, 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
+import threading
 import time
+from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +27,11 @@ from harness.errors import ForgeBenchError
 from harness.tasks import Task, resolve_one
 
 _RUNS_LAYOUT = re.compile(r"level_(\d+)_problem_(\d+)_sample_(\d+)_kernel")
+# What a table cell shows where a failed solution has no figure (report.json holds null).
+NO_FIGURE = "—"
+# The longest reason a table cell or a progress line shows: its first line, cut here (report.json
+# keeps the whole reason).
+REASON_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -85,8 +94,15 @@ def _claim_for(pair_: Pair, stated: dict[str, float]) -> float | None:
     return stated.get(layout[2]) if layout else None
 
 
-def regrade(evaluator, solutions: Path, problems_root: Path, jobs: int | None = None, progress=print) -> list[dict]:
-    """One row per solution: its verdict and reason, speedups measured, the claim beside them."""
+def regrade(
+    evaluator,
+    solutions: Path,
+    problems_root: Path,
+    jobs: int | None = None,
+    progress: Callable[[str], None] = print,
+) -> list[dict]:
+    """One row per solution: its verdict and reason, speedups measured, the claim beside them.
+    `progress` gets a line as each build ends and as each timing starts and ends."""
     if not solutions.is_dir():
         raise ForgeBenchError(f"regrade: '{solutions}' is not a folder; give the folder of solution .py files.")
     if not problems_root.exists():
@@ -101,12 +117,12 @@ def regrade(evaluator, solutions: Path, problems_root: Path, jobs: int | None = 
     stated = claims(solutions)
     tasks: dict[Path, Task] = {p.problem: resolve_one(str(p.problem)) for p in pairs}
     sources = {p.solution: p.solution.read_text(errors="replace") for p in pairs}
-    # Builds in parallel (they only compile and import), then one timed evaluation at a time.
-    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-        built = list(pool.map(lambda p: evaluator.build(tasks[p.problem], sources[p.solution]), pairs))
+    built = _build_all(evaluator, pairs, tasks, sources, jobs or os.cpu_count() or 1, progress)
     rows = []
-    for p, build in zip(pairs, built):
+    for number, (p, build) in enumerate(zip(pairs, built), 1):
         task = tasks[p.problem]
+        if build is None:
+            progress(f"timing {p.solution.name} ({number}/{len(pairs)})")
         result = build if build is not None else evaluator.evaluate(task, sources[p.solution])
         evaluator.release(task)
         rows.append(
@@ -114,7 +130,7 @@ def regrade(evaluator, solutions: Path, problems_root: Path, jobs: int | None = 
                 "solution": p.solution.name,
                 "problem": task.id,
                 "verdict": result.verdict,
-                "reason": result.reason.splitlines()[0][:200] if result.reason else "",
+                "reason": result.reason,
                 "speedup_vs_eager": result.speedup_vs_eager,
                 "speedup_vs_compile": result.speedup_vs_compile,
                 "claimed_speedup": _claim_for(p, stated),
@@ -122,18 +138,51 @@ def regrade(evaluator, solutions: Path, problems_root: Path, jobs: int | None = 
                 "torch_ops": ", ".join(result.torch_ops[:4]),
             }
         )
-        progress(f"{p.solution.name}: {result.summary()}")
+        if build is None:
+            progress(f"{p.solution.name} ({number}/{len(pairs)}): {_first_line(result.summary())}")
     return rows
 
 
-def render(rows: list[dict]) -> str:
-    import pandas as pd
+def _build_all(
+    evaluator, pairs: list[Pair], tasks: dict, sources: dict, workers: int, progress: Callable[[str], None]
+) -> list:
+    """Build every solution, `workers` at a time (they only compile and import): None for each that
+    built, else its failed result. A line as each build ends, never two written into one."""
+    progress(f"building {len(pairs)} solutions, {min(workers, len(pairs))} at a time; then timing them one at a time")
+    lock, ended = threading.Lock(), itertools.count(1)
 
-    frame = pd.DataFrame(rows)
-    counts = frame["verdict"].value_counts().to_dict()
-    summary = ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
-    table = frame.drop(columns=["time_ms"]).to_markdown(index=False, floatfmt=".3g")
+    def build(p: Pair):
+        failed = evaluator.build(tasks[p.problem], sources[p.solution])
+        outcome = "built" if failed is None else f"not built: {_first_line(failed.summary())}"
+        with lock:
+            progress(f"{p.solution.name} ({next(ended)}/{len(pairs)} builds): {outcome}")
+        return failed
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(build, pairs))
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= REASON_CHARS else line[: REASON_CHARS - 3] + "..."
+
+
+def render(rows: list[dict]) -> str:
+    """The report's text: a count per verdict, then a table with a row per solution, where a figure
+    a failed solution lacks is NO_FIGURE and a reason is its first line."""
+    from tabulate import tabulate
+
+    counts = Counter(row["verdict"] for row in rows)
+    summary = ", ".join(f"{n} {verdict}" for verdict, n in counts.most_common())
+    shown = [{**row, "reason": _first_line(row["reason"])} for row in rows]
+    for row in shown:
+        del row["time_ms"]
+    table = tabulate(shown, headers="keys", tablefmt="pipe", floatfmt=".3g", missingval=NO_FIGURE)
     return f"{len(rows)} solutions regraded: {summary}\n\n{table}"
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)  # as it happens, also into a pipe or a log
 
 
 def main(args) -> int:
@@ -147,7 +196,7 @@ def main(args) -> int:
     folder = Path(cfg.run_root) / "regrade" / time.strftime("%Y%m%d-%H%M%S")
     evaluator = Evaluator(instantiate(cfg.platform, "platform"), for_run(cfg), folder / "work", Path(cfg.cache_dir))
     try:
-        rows = regrade(evaluator, Path(args.solutions), Path(args.problems), args.jobs, progress=print)
+        rows = regrade(evaluator, Path(args.solutions), Path(args.problems), args.jobs, progress=_say)
     finally:
         evaluator.close()
     report = render(rows)

@@ -29,12 +29,38 @@ def _job(cfg: DictConfig) -> int:
     from hydra.core.hydra_config import HydraConfig
 
     hydra = HydraConfig.get()
+    # The job's log, where Hydra keeps its config (runs/sweeps/<time>/<n>/ under -m).
+    log = Path(hydra.runtime.output_dir) / f"{hydra.job.name}.log"
     # The folder the user ran `forgebench run` in: relative run_root, cache and store resolve there.
-    where = hydra.runtime.cwd
-    done = subprocess.run(job_command(list(hydra.overrides.task)), cwd=where, env=os.environ.copy())
-    if done.returncode not in (0, 1):  # 1: some task had no correct kernel, the job itself ran
-        raise SystemExit(f"forgebench run: the job {list(hydra.overrides.task)} stopped with status {done.returncode}")
-    return done.returncode
+    status = run_logged(job_command(list(hydra.overrides.task)), hydra.runtime.cwd, log)
+    if status not in (0, 1):  # 1: some task had no correct kernel, the job itself ran
+        raise SystemExit(
+            f"forgebench run: the job {list(hydra.overrides.task)} stopped with status {status}; see {log}"
+        )
+    return status
+
+
+def run_logged(command: list[str], cwd: str, log: Path) -> int:
+    """Run the job's pytest with its output shown as it comes and kept, line for line, in the job's
+    log (the file Hydra's own logging of the job appends to as well): its exit status."""
+    with (
+        log.open("a", encoding="utf-8") as kept,
+        subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=os.environ.copy(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            encoding="utf-8",
+            errors="replace",
+        ) as job,
+    ):
+        for line in job.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            kept.write(line)
+            kept.flush()
+    return job.returncode
 
 
 def _open_store(argv: list[str]) -> None:

@@ -12,6 +12,8 @@ from harness.errors import ForgeBenchError
 
 _RUN = pytest.StashKey["object"]()
 _TASKS = pytest.StashKey["list"]()
+# The user property in which an xdist worker hands the controller a finished task's progress line.
+_TASK_LINE = "forgebench.progress"
 
 
 def _default_platform() -> str:
@@ -72,6 +74,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if config.option.help:
         return
+    if _distributed(config):
+        # pytest-benchmark turns itself off under xdist and warns of it at the end; its documented
+        # --benchmark-disable says so up front (the records come from the evaluator, not from it).
+        config.option.benchmark_disable = True
+    if config.getoption("dist", "no") != "no" and not config.option.collectonly:
+        config.pluginmanager.register(_WorkerLines(config), "forgebench-worker-lines")
     handed = getattr(config, "workerinput", {}).get("forgebench")
     try:
         if config.option.collectonly:
@@ -87,6 +95,29 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_RUN] = run
     config.stash[_TASKS] = run.tasks()
+
+
+def _distributed(config: pytest.Config) -> bool:
+    """An xdist controller (`-n N`) or one of its workers."""
+    return hasattr(config, "workerinput") or config.getoption("dist", "no") != "no"
+
+
+class _WorkerLines:
+    """The controller's live line per finished task under xdist, where the workers' own terminals
+    are not shown: the worker's last progress line for the task, which worker ran it, its outcome."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+
+    @pytest.hookimpl(trylast=True)  # after pytest's own status letter for the test
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None or report.when == "teardown" or (report.when == "setup" and report.passed):
+            return
+        worker = getattr(report, "node", None)
+        where = f"[{worker.gateway.id}] " if worker is not None else ""
+        line = dict(report.user_properties).get(_TASK_LINE) or report.head_line
+        reporter.write_line(f"{where}{line}: {report.outcome}")
 
 
 def _gpus() -> list[str]:
@@ -153,8 +184,12 @@ def outcome(task, suite_run, request):
         pytest.fail(task.reason, pytrace=False)
     from harness.llm.base import ProviderUnreachable
 
+    progress = _progress(request.config)
     try:
-        return suite_run.run_task(task, _progress(request.config))
+        found = suite_run.run_task(task, progress)
+        if progress is not None:
+            request.node.user_properties.append((_TASK_LINE, progress.line()))
+        return found
     except TaskTooLarge as exc:  # raised before anything ran: nothing of the task is lost
         pytest.skip(str(exc))
     except ProviderUnreachable as exc:  # the task's tree so far is on disk: the same command resumes it
@@ -167,6 +202,8 @@ def _progress(config: pytest.Config):
     """Live progress in pytest's terminal, written past its output capture; none without a terminal."""
     from harness.progress import Progress
 
+    if hasattr(config, "workerinput"):  # an xdist worker's terminal is not shown: the controller's is
+        return Progress(lambda line: None)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")
     if reporter is None:

@@ -3,6 +3,7 @@ HTTP, pytest-benchmark's JSON and the run's own terminal output."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -122,12 +123,16 @@ def test_a_run_killed_and_resumed_is_one_finished_run_with_the_right_totals(tmp_
 
 
 @pytest.mark.slow
-def test_a_run_over_xdist_workers_is_one_suite_run(tmp_path):
+def test_a_run_over_xdist_workers_is_one_suite_run_with_a_line_per_task_and_no_benchmark_warning(tmp_path):
     # A temporary folder of its own: left to pytest, this xdist controller would make pytest-of-<user>
     # private again while a test beside this one (`pytest tests/ -n 2`) has nobody pass through it.
     done = suite(tmp_path, "-n", "2", f"--basetemp={tmp_path / 'pytest'}", "--override", TASKS, "--rounds=1")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "2 passed" in done.stdout and "Benchmark fixture was not used" not in done.stdout
+    # The controller writes each finished task's line (the workers' terminals are not shown).
+    for task in ("rmsnorm_qwen", "silu_and_mul_qwen"):
+        assert re.search(rf"\[gw[01]\] {task}: round 1/1, last correct .*: passed$", done.stdout, re.M), done.stdout
+    assert "disabled because xdist" not in done.stdout + done.stderr
     (parent,) = _runs(tmp_path / "mlflow.db", "suite")
     assert parent.info.status == "FINISHED" and parent.data.metrics["tasks"] == 2
     children = _runs(tmp_path / "mlflow.db", "task")

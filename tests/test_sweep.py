@@ -31,6 +31,18 @@ def test_a_joblib_sweep_of_two_agents_by_two_labels_records_four_suite_runs_in_o
     assert len([line for line in board.stdout.splitlines() if line.startswith(("| oneshot", "| refine"))]) == 4
 
 
+@pytest.mark.slow
+def test_each_sweep_jobs_log_holds_the_suites_output(tmp_path):
+    done = forgebench_run(
+        tmp_path, "-m", "agent=oneshot", "tasks=rmsnorm_qwen", "budget.rounds=1", "evaluate.budget_ms=50"
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (log,) = tmp_path.glob("runs/sweeps/*/0/sweep.log")
+    kept = log.read_text()
+    assert "rmsnorm_qwen: round 1/1, last correct" in kept and "1 passed" in kept, kept[-3000:]
+    assert "1 passed" in done.stdout  # and shown as it came
+
+
 def test_a_sweep_job_with_a_bad_value_stops_with_the_suites_sentence(tmp_path):
     done = forgebench_run(tmp_path, "-m", "tasks=rmsnorm_qwen", "evaluate.timeout_s=abc")
     assert done.returncode != 0

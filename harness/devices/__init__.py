@@ -22,7 +22,7 @@ _LOADED: dict[str, Device] = {}
 
 def names() -> list[str]:
     """Every device this package has an adapter for."""
-    return sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name != "base")
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name not in ("base", "cuda_ipc"))
 
 
 def load(name: str) -> Device:

@@ -35,9 +35,14 @@ def _code_roots() -> list[str]:
     roots.update(site.getsitepackages())
     private = [Path(__file__).resolve().parents[2], Path.cwd().resolve(), Path.home().resolve()]
     for entry in sys.path:
-        folder = Path(entry or ".").resolve()
+        try:
+            folder = Path(entry or ".").resolve()
+            if not folder.is_dir():
+                continue
+        except OSError:  # a folder this user may not enter (a test's tmp beneath root's): not code it runs
+            continue
         # Neither inside nor above them: PYTHONPATH=$HOME (or /) would open the .env beneath.
-        if folder.is_dir() and not any(folder.is_relative_to(p) or p.is_relative_to(folder) for p in private):
+        if not any(folder.is_relative_to(p) or p.is_relative_to(folder) for p in private):
             roots.add(str(folder))
     for name, module in list(sys.modules.items()):
         if "." in name:

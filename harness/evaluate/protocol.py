@@ -22,7 +22,8 @@ MAX_LINE = 1 << 16  # an answer longer than this is not one the worker's harness
 
 class Order(StrEnum):
     DRAW = "draw"  # reference session: draw each slot's inputs under a seed into the pristine region
-    STAGE = "stage"  # reference session, on a device: the pristine inputs into eager's or the candidate's slots
+    STAGE = "stage"  # reference session, on a device: the pristine inputs, masked, into eager's or the candidate's
+    PREPARE = "prepare"  # candidate, on a device: a trivial device op, so its context is the device's current one
     CALL = "call"  # run forward on each slot's inputs; copy its outputs into that slot's outputs
     BLANK = "blank"  # reference session: only the output copies, the bracket's own cost
     TAKE = "take"  # reference session, on a device: the candidate's outputs copied out, its inputs compared
@@ -40,6 +41,7 @@ class Command:
     calls: int = 1  # DRAW, STAGE, CALL, BLANK, TAKE, AGREE: how many slots, from the first
     slot: int = 0  # JUDGE: which slot's call is judged in full
     into: str = "candidate"  # STAGE: whose slots ("working" for eager's, "candidate")
+    key: int = 0  # STAGE: the mask's key; CALL, BLANK: the key to unmask the staged inputs with first (0: none)
     version: int = VERSION
 
 

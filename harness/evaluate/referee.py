@@ -272,26 +272,32 @@ class Session:
         return self._reference_answer(Command(Order.DRAW, seed=secret_seed(), scale=scale, calls=calls))
 
     def _eager_call(self, scalars: list, calls: int = 1) -> float:
+        key = self.hands.before("working", calls)
         start = _clock()
-        self.hands.stage("working", calls)
-        self._reference_answer(Command(Order.CALL, scalars=scalars, calls=calls))
+        self.hands.within("working", calls)
+        self._reference_answer(Command(Order.CALL, scalars=scalars, calls=calls, key=key))
         return (_clock() - start) * 1e3 / calls
 
     def _blank(self, calls: int = 1) -> float:
+        key = self.hands.before("working", calls)
         start = _clock()
-        self.hands.stage("working", calls)
-        self._reference_answer(Command(Order.BLANK, calls=calls))
+        self.hands.within("working", calls)
+        self._reference_answer(Command(Order.BLANK, calls=calls, key=key))
         return (_clock() - start) * 1e3 / calls
 
     def _candidate_call(self, scalars: list, calls: int = 1) -> float:
-        """The candidate's calls on the pristine inputs, timed from before the inputs reach it to its
-        answer; its outputs taken out of its reach before anything else, its inputs compared."""
+        """The candidate's calls on the pristine inputs, timed from before the inputs reach it (on a
+        device: before it has the key that unmasks them) to its answer; its outputs taken out of its
+        reach before anything else, its inputs compared."""
+        key = self.hands.before("candidate", calls)
         self.freezer.thaw()
+        if key:  # its context the device's current one, so the bracket holds no switch between processes
+            self.cand.ask(Command(Order.PREPARE))
         if self.census is not None:
             self.census.start()
         start = _clock()
-        self.hands.stage("candidate", calls)
-        answer = self.cand.ask(Command(Order.CALL, scalars=scalars, calls=calls))
+        self.hands.within("candidate", calls)
+        answer = self.cand.ask(Command(Order.CALL, scalars=scalars, calls=calls, key=key))
         ms = (_clock() - start) * 1e3 / calls
         changed = self.hands.take(calls)
         if self.census is not None:
@@ -379,7 +385,12 @@ class _HostHands:
         c_out = Region(candidate_folder / "call_outputs.bin", layout.output_bytes, create=True, owner=owner)
         self.c_in, self.c_out = c_in.array(), c_out.array()
 
-    def stage(self, into: str, calls: int) -> None:
+    def before(self, into: str, calls: int) -> int:
+        """Nothing before the bracket on the host: no key."""
+        return 0
+
+    def within(self, into: str, calls: int) -> None:
+        """The inputs copied into the worker's memory, inside the bracket."""
         n = self.layout.input_bytes
         (self.working if into == "working" else self.c_in)[:n] = self.pristine[:n]
 
@@ -407,13 +418,22 @@ class _HostHands:
 
 class _DeviceHands:
     """The reference session's hands, on the referee's orders, for memory only a device's process can
-    touch: inputs staged into the candidate's slots, outputs taken out of them, inputs compared."""
+    touch: inputs staged (masked) into the slots, outputs taken out of the candidate's, inputs compared."""
 
     def __init__(self, session: Session):
         self.session = session
 
-    def stage(self, into: str, calls: int) -> None:
-        self.session._reference_answer(Command(Order.STAGE, calls=calls, into=into))
+    def before(self, into: str, calls: int) -> int:
+        """The inputs staged into the slots before the bracket, masked with a secret key (session_run.mask),
+        which the call unmasks them with inside it: copied in by another process inside the bracket,
+        they cost the candidate a switch of the GPU between processes' contexts that eager never pays
+        (measured on the H200: about a millisecond a bracket). The key (never 0)."""
+        key = secret_seed() | 1
+        self.session._reference_answer(Command(Order.STAGE, calls=calls, into=into, key=key))
+        return key
+
+    def within(self, into: str, calls: int) -> None:
+        """Nothing: the call unmasks its inputs itself."""
 
     def take(self, calls: int) -> str | None:
         answer = self.session._reference_answer(Command(Order.TAKE, calls=calls))

@@ -201,18 +201,21 @@ def _serve_reference(request: dict, device: Device, reference, model, regions: _
                 values[k] = drawn
             answer.scalars = _plain_scalars(values[0])
         elif order.order is Order.STAGE:
-            into = "working" if order.into == "working" else "call_inputs"
-            regions.span(into, calls).copy_(regions.span("pristine", calls))
+            staged = regions.span("working" if order.into == "working" else "call_inputs", calls)
+            staged.copy_(regions.span("pristine", calls))
+            mask(staged, order.key)
         elif order.order is Order.TAKE:
             regions.span("got", calls).copy_(regions.span("call_outputs", calls))
             changed = regions.changed_input(calls)
             if changed is not None:
                 answer = Answer(False, f"input {changed} was modified by forward; inputs must be left unchanged")
         elif order.order is Order.CALL:
+            mask(regions.span("working", calls), order.key)
             for k in range(calls):
                 last[k] = model(*_args(regions.views("working", k), values[k]))
                 _copy_outputs(last[k], regions.views("eager", k))
         elif order.order is Order.BLANK:
+            mask(regions.span("working", calls), order.key)
             for k in range(calls):
                 _copy_outputs(last[k], regions.views("eager", k))  # the copies a call's bracket holds, without it
         elif order.order is Order.JUDGE:
@@ -231,6 +234,19 @@ def _serve_reference(request: dict, device: Device, reference, model, regions: _
                     break
         device.synchronize()  # each answer says its order is done, on the device too
         link.send(encode(answer))
+
+
+def mask(raw: torch.Tensor, key: int) -> None:
+    """raw XOR the bytes a generator seeded with `key` draws (0: none). Applied twice it undoes itself:
+    on a device the reference session stages inputs masked before a bracket, and whoever is timed
+    unmasks them inside it with the key the referee sends with the call, so inputs can sit in the
+    candidate's memory before its bracket (its context made the device's current one, PREPARE) and be
+    of no use to it until the clock runs."""
+    if not key or not raw.numel():
+        return
+    generator = torch.Generator(device=raw.device)
+    generator.manual_seed(key)
+    raw.bitwise_xor_(torch.randint(0, 256, raw.shape, dtype=torch.uint8, generator=generator, device=raw.device))
 
 
 def _clone(t: Any) -> Any:
@@ -258,10 +274,12 @@ def serve_candidate(request: dict, device: Device, reference) -> WorkerReport:
             )
             for k in range(layout.slots)
         ]
-        return _serve_candidate(request, device, reference, layout, slots)
+        return _serve_candidate(request, device, reference, layout, slots, raw_in)
 
 
-def _serve_candidate(request: dict, device: Device, reference, layout: Layout, slots: list) -> WorkerReport:
+def _serve_candidate(
+    request: dict, device: Device, reference, layout: Layout, slots: list, raw_in: torch.Tensor
+) -> WorkerReport:
     on = device.torch_device()
     ref_model = build_model(reference.Model, reference, request["init_seed"], on)
     link = arena.WorkerEnd(Path(request["result_path"]).parent)
@@ -288,9 +306,15 @@ def _serve_candidate(request: dict, device: Device, reference, layout: Layout, s
         order = decode(Command, link.receive())
         if order.order is Order.FINISH:
             break
-        answer = Answer(True)
+        answer, calls = Answer(True), max(1, min(order.calls, len(slots)))
+        if order.order is Order.PREPARE:
+            torch.empty(1, device=on).zero_()
+            device.synchronize()
+            link.send(encode(answer))
+            continue
         try:
-            for inputs, into in slots[: max(1, min(order.calls, len(slots)))]:
+            mask(raw_in[: calls * layout.input_bytes], order.key)
+            for inputs, into in slots[:calls]:
                 args = _args(inputs, _fill(layout, order.scalars))
                 problem = _copy_outputs(watched(*args), into)
                 if problem:

@@ -87,8 +87,10 @@ def needs_census(result: EvalResult) -> None:
 
 
 def honest(result: EvalResult, legitimate: EvalResult) -> bool:
-    """Correct at a time the legitimate kernel's own could be (a forged time is 40x and more below it)."""
-    return result.correct and result.time_ms > legitimate.time_ms / 5
+    """Correct at a speedup the legitimate kernel's own could be (a forged time is 40x and more below it).
+    Speedups, each paired with eager at its own moment, not times: under `-n 2` the machine's load
+    changes several-fold between two evaluations."""
+    return result.correct and result.speedup_vs_eager < 5 * legitimate.speedup_vs_eager
 
 
 def test_rmsnorm_cpp_is_refereed_every_call_judged_and_paired_with_eager(planted):
@@ -160,11 +162,11 @@ def test_looks_for_other_processes_finds_none(planted):
 
 def test_burns_cpu_beside_eager_is_stopped_while_eager_runs(planted):
     # Its helpers are stopped with it outside its calls (referee._Freezer): eager's cores are its own.
-    # Measured on the 2-core machine without the freezer: 2.6x and 2.1x against the kernel's 1.8x and
-    # 1.5x; with it, 0.5x and 1.0x (the helpers run in its own brackets).
+    # Measured on the 2-core machine without the freezer: 2.7x and 2.9x against the kernel's 1.5x and
+    # 1.5x (1.8 and 1.9 times); with it, 1.6x and 0.2x against 1.9x (the helpers run in its own brackets).
     result, legitimate = planted["burns_cpu_beside_eager"].result(), planted["rmsnorm_cpp"].result()
     assert result.correct and legitimate.correct, result.to_json()
-    assert result.speedup_vs_eager < 1.2 * legitimate.speedup_vs_eager, (result.to_json(), legitimate.to_json())
+    assert result.speedup_vs_eager < 1.4 * legitimate.speedup_vs_eager, (result.to_json(), legitimate.to_json())
 
 
 def test_softmax_cpp_is_correct_on_extreme_draws_too(planted):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 
 from harness.llm.offline.expressions import BATCH_NORMS, IDENTITY, NORMS, REDUCTIONS
-from harness.llm.offline.graph import Graph, Node, Ref, Unsupported, refs_of
+from harness.llm.offline.graph import Graph, Node, Ref, Unsupported, reduction_args, refs_of
 
 # C++ for aten's unary ops; EXPF, ERFF, TANHF and sigmoid_f come from templates/cpu/common.cpp.
 UNARY = {
@@ -294,16 +294,11 @@ class CppLowering:
         return self.fresh(f"({beta} * {bias_code} + {alpha} * mm)", [bias, product], element=True)
 
     def reduction(self, node: Node) -> Val:
-        args, kw = node.args, node.kwargs or {}
-        dims = args[1] if len(args) > 1 else kw.get("dim")
-        keepdim = args[2] if len(args) > 2 else kw.get("keepdim", False)
-        if dims is None:
-            raise Unsupported(f"{node.aten} reduces every dimension; my kernels reduce the last one")
+        dims, keepdim, correction = reduction_args(node)
         self.check_last_dim(node, dims, keepdim)
-        a = self.operand(args[0])
-        if node.op == "var":
-            correction = kw.get("correction", 1 if kw.get("unbiased", True) else 0)
-            return self.reduce("var", a, float(correction if correction is not None else 1))
+        a = self.operand(node.args[0])
+        if correction is not None:
+            return self.reduce("var", a, correction)
         return self.reduce(node.op, a)
 
     def norm(self, node: Node) -> Val:

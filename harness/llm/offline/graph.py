@@ -194,6 +194,21 @@ def _resolve(value: Any, graph: Graph) -> Any:
     return value
 
 
+def reduction_args(node: Node) -> tuple[object, bool, float | None]:
+    """A captured reduction's dims, keepdim, and (for var) its correction, wherever the call put them;
+    Unsupported where it reduces every dimension (the kernels reduce the last one)."""
+    args, kw = node.args, node.kwargs or {}
+    dims = args[1] if len(args) > 1 else kw.get("dim")
+    keepdim = args[2] if len(args) > 2 else kw.get("keepdim", False)
+    if dims is None:
+        raise Unsupported(f"{node.aten} reduces every dimension; my kernels reduce the last one")
+    correction = None
+    if node.op == "var":
+        correction = kw.get("correction", 1 if kw.get("unbiased", True) else 0)
+        correction = float(correction if correction is not None else 1)
+    return dims, keepdim, correction
+
+
 def refs_of(node: Node) -> list[Ref]:
     found = [a for a in node.args if isinstance(a, Ref)] + [
         v for v in (node.kwargs or {}).values() if isinstance(v, Ref)

@@ -27,7 +27,7 @@ from harness.llm.offline.expressions import (
     number,
     power,
 )
-from harness.llm.offline.graph import Graph, Node, Ref, Unsupported, refs_of
+from harness.llm.offline.graph import Graph, Node, Ref, Unsupported, reduction_args, refs_of
 
 
 @dataclass
@@ -226,16 +226,11 @@ class Lowering:
         raise Unsupported(f"{node.aten} is neither pointwise nor a last-dimension reduction")
 
     def lower_reduction(self, node: Node, dtype) -> Val:
-        args, kw = node.args, node.kwargs or {}
-        dims = args[1] if len(args) > 1 else kw.get("dim")
-        keepdim = args[2] if len(args) > 2 else kw.get("keepdim", False)
-        if dims is None:
-            raise Unsupported(f"{node.aten} reduces every dimension; my kernels reduce the last one")
+        dims, keepdim, correction = reduction_args(node)
         self.check_last_dim(node, dims, keepdim)
-        a = self.operand(args[0])
-        if node.op == "var":
-            correction = kw.get("correction", 1 if kw.get("unbiased", True) else 0)
-            return self.reduce("var", a, dtype, float(correction if correction is not None else 1))
+        a = self.operand(node.args[0])
+        if correction is not None:
+            return self.reduce("var", a, dtype, correction)
         return self.reduce(node.op, a, dtype)
 
     def lower_norm(self, node: Node, dtype) -> Val:

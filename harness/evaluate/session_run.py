@@ -28,7 +28,7 @@ from harness.evaluate.protocol import Answer, Command, Layout, Order, decode, en
 from harness.evaluate.reference_run import expected_outputs
 from harness.evaluate.report import WorkerReport
 from harness.evaluate.timing import _raw, load_into
-from harness.evaluate.verdict import Verdict, shorten
+from harness.evaluate.verdict import HarnessFault, Verdict, shorten
 from harness.platforms import build_cache
 
 _asked = observers.asked
@@ -264,7 +264,14 @@ def serve_candidate(request: dict, device: Device, reference) -> WorkerReport:
         folder, regions = Path(request["result_path"]).parent, request.get("regions") or {}
         if regions:  # the reference session's device memory, opened here for the session
             entries = [regions["call_inputs"], regions["call_outputs"]]
-            raw_in, raw_out = held.enter_context(device.opened(entries, DTYPES))
+            try:
+                raw_in, raw_out = held.enter_context(device.opened(entries, DTYPES))
+            except Exception as exc:  # before any candidate code ran: the machine's, not the candidate's
+                raise HarnessFault(
+                    "harness",
+                    f"the candidate's worker could not open the reference session's device memory by CUDA IPC "
+                    f"({type(exc).__name__}: {exc}); workers of two users must be able to share it on this GPU",
+                ) from exc
         else:
             raw_in = torch.frombuffer(arena.Region(folder / "call_inputs.bin").map, dtype=torch.uint8)
             raw_out = torch.frombuffer(arena.Region(folder / "call_outputs.bin").map, dtype=torch.uint8)

@@ -194,3 +194,19 @@ def test_cross_entropy_cpp_a_kernelbench_loss_is_graded_and_floored_by_its_own_b
 def test_cross_entropy_constant_for_a_kernelbench_loss_is_incorrect(planted):
     result = planted["cross_entropy_constant"].result()
     assert result.verdict == "incorrect", result.to_json()
+
+
+def test_device_memory_the_candidates_worker_cannot_open_is_the_harness_fault(tmp_path):
+    # Before any candidate code runs: the machine's failure, never a verdict on the candidate.
+    from harness import devices, serial
+    from harness.evaluate.protocol import Layout
+    from harness.evaluate.session_run import serve_candidate
+    from harness.evaluate.verdict import HarnessFault
+
+    request = {
+        "layout": serial.to_dict(Layout([], [], 64, 64)),
+        "regions": {"call_inputs": {"handle": "00"}, "call_outputs": {"handle": "00"}},
+        "result_path": str(tmp_path / "result.json"),
+    }
+    with pytest.raises(HarnessFault, match="could not open the reference session's device memory"):
+        serve_candidate(request, devices.load("cpu"), None)

@@ -19,8 +19,9 @@ from harness.errors import ForgeBenchError
 from harness.evaluate import baselines, confine, handover, ncu, stdlib_copy, verdict
 from harness.evaluate.checks import near_constant
 from harness.evaluate.footprint import check_fits
+from harness.evaluate.hands import secret_seed
 from harness.evaluate.outputs import read as read_outputs
-from harness.evaluate.referee import Refereed, Session, secret_seed
+from harness.evaluate.referee import Refereed, Session
 from harness.evaluate.report import WorkerReport
 from harness.evaluate.result import EvalResult
 from harness.evaluate.roofline import floor_ms

@@ -11,7 +11,7 @@ are timed in alternating rounds, and the speedup is the ratio of their lower qua
 
 On a device (a GPU) the referee cannot touch the memory itself: the reference session, on its
 orders, stages each call's inputs into the candidate's slots (device memory it owns and hands over
-by CUDA IPC) inside the bracket, and takes the outputs out at once after the answer (_DeviceHands).
+by CUDA IPC) inside the bracket, and takes the outputs out at once after the answer (hands.DeviceHands).
 Calls are batched there, so the host's clock times device work rather than one launch's round trip.
 """
 
@@ -19,19 +19,17 @@ from __future__ import annotations
 
 import math
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy
-
 from harness.errors import ForgeBenchError
 from harness.evaluate import timing
-from harness.evaluate.arena import NOBODY, Link, Region, WorkerGone
+from harness.evaluate.arena import NOBODY, Link, WorkerGone
 from harness.evaluate.census import Census, CensusUnavailable, worker_pid
+from harness.evaluate.hands import DeviceHands, Freezer, HostHands, secret_seed
 from harness.evaluate.protocol import Answer, Command, Layout, Order, ProtocolError, decode, encode
 from harness.evaluate.report import WorkerReport
 from harness.evaluate.settings import EvalSettings
@@ -65,11 +63,6 @@ _clock = time.perf_counter
 # the handshake's few tens of microseconds are then a few percent of what is timed.
 BATCH_MS = 3.0
 SOLO_ROUNDS = 5  # on a device, eager's rounds before the candidate exists (timing.paired's first_alone)
-
-
-def secret_seed() -> int:
-    """A seed from the operating system's randomness, never written where a worker can read it first."""
-    return int.from_bytes(os.urandom(8), "little") >> 1
 
 
 class Decided(Exception):
@@ -170,14 +163,14 @@ class Session:
         if first.layout is None:
             raise ForgeBenchError("the reference session sent no layout")
         self.layout, self.batch, solo = first.layout, 1, None
-        self.freezer = _Freezer()
+        self.freezer = Freezer()
         owner = NOBODY if self.unprivileged else None
         if first.regions:  # a device's memory: the reference session's hands, on the referee's orders
-            self.hands = _DeviceHands(self)
+            self.hands = DeviceHands(self._reference_answer)
             self.batch, solo = self._solo_eager()
             phases["solo_s"] = _clock() - started
         else:
-            self.hands = _HostHands(reference_folder, candidate_folder, self.layout, owner)
+            self.hands = HostHands(reference_folder, candidate_folder, self.layout, owner)
         deadline = time.monotonic() + self.timeout_s + 10.0  # the sandbox kills the worker at timeout_s
         run = lambda: start_candidate(self.layout, first.regions, lambda pid: setattr(self, "started_pid", pid))
         self.cand = _Worker(run, Link(candidate_folder, owner), lambda: deadline)
@@ -238,7 +231,7 @@ class Session:
         computing = sum(n for where, n in self.census.counts.items() if where in COMPUTE)
         share = self.census.counts["pytorch"] / computing if computing else 0.0
         # On a device the host's samples are launches, not the computation: there they are diagnosis.
-        forbid = (self.settings.torch_ops or "forbid") == "forbid" and isinstance(self.hands, _HostHands)
+        forbid = (self.settings.torch_ops or "forbid") == "forbid" and isinstance(self.hands, HostHands)
         if forbid and computing >= _CENSUS_SAMPLES and share >= PYTORCH_SHARE:
             seen = (
                 f"{share:.0%} of forward's computing time ran in PyTorch's compute library (libtorch_cpu), "
@@ -373,135 +366,4 @@ class Session:
                 return timing.paired(eager, candidate, blank, first_alone=alone)
 
 
-class _HostHands:
-    """The referee's own hands, on a device whose memory it maps (the CPU): every copy and comparison
-    of a call's inputs and outputs done in this process."""
-
-    def __init__(self, reference_folder: Path, candidate_folder: Path, layout: Layout, owner: int | None):
-        regions = {n: Region(reference_folder / f"{n}.bin") for n in ("pristine", "working", "got")}
-        self.pristine, self.working = regions["pristine"].array(), regions["working"].array()
-        self.got, self.layout = regions["got"].array(), layout
-        c_in = Region(candidate_folder / "call_inputs.bin", layout.input_bytes, create=True, owner=owner)
-        c_out = Region(candidate_folder / "call_outputs.bin", layout.output_bytes, create=True, owner=owner)
-        self.c_in, self.c_out = c_in.array(), c_out.array()
-
-    def before(self, into: str, calls: int) -> int:
-        """Nothing before the bracket on the host: no key."""
-        return 0
-
-    def within(self, into: str, calls: int) -> None:
-        """The inputs copied into the worker's memory, inside the bracket."""
-        n = self.layout.input_bytes
-        (self.working if into == "working" else self.c_in)[:n] = self.pristine[:n]
-
-    def take(self, calls: int) -> str | None:
-        """The candidate's outputs copied out of its reach; why its inputs are not as written, or None."""
-        m = self.layout.output_bytes
-        self.got[:m] = self.c_out[:m]
-        changed = self._changed_input()
-        if changed is None:
-            return None
-        return f"input {changed} was modified by forward; inputs must be left unchanged"
-
-    def _changed_input(self) -> int | None:
-        n = self.layout.input_bytes
-        if numpy.array_equal(self.c_in[:n], self.pristine[:n]):
-            return None
-        for i, slot in enumerate(self.layout.inputs):
-            if slot is None:
-                continue
-            span = slice(slot.offset, slot.offset + slot.extent * _itemsize(slot.dtype))
-            if not numpy.array_equal(self.c_in[span], self.pristine[span]):
-                return i
-        return -1
-
-
-class _DeviceHands:
-    """The reference session's hands, on the referee's orders, for memory only a device's process can
-    touch: inputs staged (masked) into the slots, outputs taken out of the candidate's, inputs compared."""
-
-    def __init__(self, session: Session):
-        self.session = session
-
-    def before(self, into: str, calls: int) -> int:
-        """The inputs staged into the slots before the bracket, masked with a secret key (session_run.mask),
-        which the call unmasks them with inside it: copied in by another process inside the bracket,
-        they cost the candidate a switch of the GPU between processes' contexts that eager never pays
-        (measured on the H200: about a millisecond a bracket). The key (never 0)."""
-        key = secret_seed() | 1
-        self.session._reference_answer(Command(Order.STAGE, calls=calls, into=into, key=key))
-        return key
-
-    def within(self, into: str, calls: int) -> None:
-        """Nothing: the call unmasks its inputs itself."""
-
-    def take(self, calls: int) -> str | None:
-        answer = self.session._reference_answer(Command(Order.TAKE, calls=calls))
-        return None if answer.ok else answer.reason
-
-
-class _Freezer:
-    """The candidate's worker and every process it started, stopped (SIGSTOP) outside its own calls:
-    a thread or a child of it that burned the CPU, or launched work, while eager or the blank bracket
-    ran would slow them and so raise its speedup. Work it left queued on a device runs on; the
-    device's eager-alone times bound that (Session._solo_eager)."""
-
-    _WAIT_S = 0.05
-
-    def __init__(self) -> None:
-        self.pid: int | None = None
-        self._stopped: list[int] = []
-
-    def _tree(self) -> list[int]:
-        found, todo = [], [self.pid]
-        while todo and len(found) < 4096:
-            pid = todo.pop()
-            found.append(pid)
-            try:
-                for tid in os.listdir(f"/proc/{pid}/task"):
-                    todo += [int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
-            except OSError:
-                continue
-        return found
-
-    def freeze(self) -> None:
-        if self.pid is None:
-            return
-        for pid in self._tree():
-            try:
-                os.kill(pid, signal.SIGSTOP)
-                self._stopped.append(pid)
-            except OSError:
-                pass
-        until = time.monotonic() + self._WAIT_S
-        while time.monotonic() < until and not all(_stopped(pid) for pid in self._stopped):
-            time.sleep(0.0002)
-
-    def thaw(self) -> None:
-        for pid in self._stopped:
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except OSError:
-                pass
-        self._stopped = []
-
-
-def _stopped(pid: int) -> bool:
-    """Whether every thread of the process is stopped (or the process is gone)."""
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-            if stat[stat.rindex(")") + 2] not in "tTXZ":
-                return False
-    except (OSError, ValueError):
-        return True
-    return True
-
-
 _MIN_ROUNDS, _MAX_ROUNDS = 5, 1000
-
-
-def _itemsize(dtype: str) -> int:
-    from harness.evaluate.outputs import DTYPES
-
-    return DTYPES[dtype].itemsize

@@ -161,7 +161,7 @@ def test_looks_for_other_processes_finds_none(planted):
 
 
 def test_burns_cpu_beside_eager_is_stopped_while_eager_runs(planted):
-    # Its helpers are stopped with it outside its calls (referee._Freezer): eager's cores are its own.
+    # Its helpers are stopped with it outside its calls (hands.Freezer): eager's cores are its own.
     # Measured on the 2-core machine without the freezer: 2.7x and 2.9x against the kernel's 1.5x and
     # 1.5x (1.8 and 1.9 times); with it, 1.6x and 0.2x against 1.9x (the helpers run in its own brackets).
     result, legitimate = planted["burns_cpu_beside_eager"].result(), planted["rmsnorm_cpp"].result()

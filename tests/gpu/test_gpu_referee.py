@@ -1,4 +1,4 @@
-"""The referee outside the ring on a GPU (referee.py, _DeviceHands): the Python-level classes of attack
+"""The referee outside the ring on a GPU (referee.py, hands.DeviceHands): the Python-level classes of attack
 from tests/candidates/referee/, appended to the legitimate Triton RMSNorm, each get a verdict other
 than `correct`, or `correct` at an honest time; and work queued on the GPU to slow eager beside it
 does not raise a speedup.

@@ -322,8 +322,9 @@ def _serve_candidate(
             continue
         try:
             mask(raw_in[: calls * layout.input_bytes], order.key)
+            values = _fill(layout, order.scalars)  # one call's non-tensor inputs, the same for every slot
             for inputs, into in slots[:calls]:
-                args = _args(inputs, _fill(layout, order.scalars))
+                args = _args(inputs, values)
                 # The plain model inside the referee's bracket: the op recorder's few microseconds an op
                 # are the harness's, and eager pays none; the second line runs forward under it.
                 problem = _copy_outputs(model(*args), into)

@@ -1,5 +1,5 @@
 """Turnaround of one candidate on a big task: the reference once, then the same candidate evaluated
-several times, each with its phases (docs/benchmarks.md: a 6 GB KernelBench task on the H200).
+several times, each with its phases (docs/results.md: a 6 GB KernelBench task on the H200).
 
     python3 benchmarks/big_task_turnaround.py TASK CANDIDATE [--platform triton] [--times 2]
         [--override KEY=VALUE ...]

@@ -12,7 +12,7 @@ for model in $models; do
   for pass in 1 2; do
     out=tasks; [ "$pass" = 2 ] && out=$second
     start=$(date +%s)
-    python3 -m harness.cli capture --model "$model" --device cuda --out "$out" --budget-ms "$budget" \
+    python3 -m forgebench.cli capture --model "$model" --device cuda --out "$out" --budget-ms "$budget" \
       --timing-processes "$processes" $gap \
       > "$log/capture-$model-$pass.log" 2>&1
     echo "$model pass $pass: rc=$? $(( $(date +%s) - start )) s" >> "$log/capture.txt"

@@ -21,7 +21,7 @@ carried=.fb/suites.tgz
 [ -f "$carried" ] && tar xzf "$carried" -C / && echo "== suite runs from $carried" | tee -a "$out/summary.txt"
 # A sqlite store keeps its runs' artifacts (a suite run's config.json, which e2e reads) in ./mlruns,
 # at the absolute path the experiment was made with: kept under /tmp/fb through a link, so that
-# suites.tgz holds them (session 14: a cold machine found the runs but not their config.json).
+# suites.tgz holds them (a cold machine once found the runs but not their config.json).
 mkdir -p /tmp/fb/mlruns
 [ -e mlruns ] || ln -s /tmp/fb/mlruns mlruns
 # A call stopped by the device's limit still brings back what each model run had measured so far.
@@ -48,11 +48,11 @@ for item in "$@"; do
     fi
     [ "$e2e_timeout" = 0 ] && continue  # suite runs only, for a later call to carry
     echo "== $model: e2e ${overrides[*]} ($(date +%T))" | tee -a "$out/summary.txt"
-    python3 -m harness.cli e2e --model "$model" --run "$run_dir" --device cuda --budget-ms 300 \
+    python3 -m forgebench.cli e2e --model "$model" --run "$run_dir" --device cuda --budget-ms 300 \
         --timeout-s "$e2e_timeout" --out "/tmp/fb/e2e-$model" "${overrides[@]}" \
         2>&1 | tee "$out/${model}_e2e.log"
     cp /tmp/fb/e2e-$model/e2e.json "$out/${model}_e2e.json" 2>/dev/null \
         || cp /tmp/fb/e2e-$model/model_run.partial.json "$out/${model}_e2e_partial.json" 2>/dev/null
     echo "== done $model ($(date +%T))" | tee -a "$out/summary.txt"
 done
-python3 -m harness.cli leaderboard --e2e 2>&1 | tee -a "$out/summary.txt"
+python3 -m forgebench.cli leaderboard --e2e 2>&1 | tee -a "$out/summary.txt"

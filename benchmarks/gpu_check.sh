@@ -21,7 +21,7 @@ tests_rc=$?
 timeout "$suite_timeout" python3 -m pytest suite/ -q -p no:cacheprovider --agent=oneshot --platform=triton \
     --tasks=gpu-smoke > "$out/suite.log" 2>&1
 suite_rc=$?
-python3 -m harness.cli leaderboard > "$out/leaderboard.md" 2>&1
+python3 -m forgebench.cli leaderboard > "$out/leaderboard.md" 2>&1
 board_rc=$?
 {
     echo "== $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)," \

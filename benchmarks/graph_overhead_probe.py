@@ -3,7 +3,7 @@
 out, and torch.compile's aot_eager (the same trace, run by AOTAutograd as FX code), timed as the
 model run times them (timing.measure, no GPU lead); the graph's calls by op against eager's;
 then torch.profiler's busiest ATen ops of one forward, eager against the bare graph.
-(docs/benchmarks.md, fifteenth session: ResNet-50's bare pass took 5.68 ms against eager's 4.07
+(In one model run on the H200, ResNet-50's bare pass took 5.68 ms against eager's 4.07
 on the H200.)
 
     python benchmarks/graph_overhead_probe.py [MODEL [OVERRIDE ...]]   (default resnet50, on cuda)

@@ -1,4 +1,4 @@
-"""Why tests/gpu's lead test failed once (twelfth session: without the GPU lead, 256 small launches
+"""Why tests/gpu's lead test failed once (on the H200: without the GPU lead, 256 small launches
 timed at 0.72 of their host time, where the test asks 0.8): each timed call's event time beside its
 own host time, then the host times `measure` reports (a few calls issued to an idle queue after the
 timed ones), with and without the lead, side by side in one process.

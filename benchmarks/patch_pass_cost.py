@@ -1,7 +1,7 @@
 """What the graph pass costs over one trace: a model of N repeated blocks, each making the add +
 ReLU chain a kernel takes, traced once (graph_patch.Traced), then a pass that replaces all N chains.
 On the CPU machine, before the chain's calls were erased locally, the pass took 107 s at N=1000
-(docs/benchmarks.md, eleventh session).
+(docs/results.md has the current figures).
 
     python benchmarks/patch_pass_cost.py [N ...]
 """

@@ -58,25 +58,31 @@ def _line(protocol: str, name: str, r, wall_s: float) -> str:
     )
 
 
-def main() -> None:
-    evaluators = {}
+def evaluators() -> dict[str, Evaluator]:
+    """An evaluator per platform, eager its only baseline, in folders of their own."""
+    found = {}
     for platform in ("triton", "cuda"):
         root = Path(tempfile.mkdtemp(prefix=f"referee-{platform}-"))
         root.chmod(0o711)
         entry = instantiate(compose(platform=platform, overrides=["platform.baselines=[eager]"]).platform, "platform")
-        evaluators[platform] = Evaluator(entry, EvalSettings(budget_ms=100), root / "work", root / "cache")
+        found[platform] = Evaluator(entry, EvalSettings(budget_ms=100), root / "work", root / "cache")
+    return found
+
+
+def main() -> None:
+    found = evaluators()
     cuda = devices.load("cuda")
     for platform, task_id, name in LEGITIMATE:
         task = resolve_one(task_id)
         for protocol in ("referee", "referee", "in-worker"):
             cuda.refereed = protocol == "referee"
             start = time.perf_counter()
-            r = evaluators[platform].evaluate(task, _source(name))
+            r = found[platform].evaluate(task, _source(name))
             print(_line(protocol, f"{name} ({task_id})", r, time.perf_counter() - start), flush=True)
     cuda.refereed = True
     for name in PLANTED:
         start = time.perf_counter()
-        r = evaluators["triton"].evaluate(resolve_one("rmsnorm_bf16_qwen"), _source(name))
+        r = found["triton"].evaluate(resolve_one("rmsnorm_bf16_qwen"), _source(name))
         print(_line("referee", name, r, time.perf_counter() - start), flush=True)
 
 

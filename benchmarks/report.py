@@ -1,4 +1,4 @@
-"""Figures for docs/benchmarks.md: turnaround per platform (new and cached source), timing
+"""Figures for docs/results.md: turnaround per platform (new and cached source), timing
 repeatability across fresh worker processes, and the harness's time against triton's do_bench.
 
 From the repository root: `python3 benchmarks/report.py OUT.json` on the GPU machine (cuda and

@@ -177,7 +177,7 @@ def main() -> int:
     out = folder / "site"
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "site", str(out), "--tracking-uri", uri],
+        [sys.executable, "-m", "forgebench.cli", "site", str(out), "--tracking-uri", uri],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -72,6 +72,10 @@ def api_host(api_base: str | None) -> str | None:
     return parsed.hostname + (f":{parsed.port}" if parsed.port else "") if parsed.hostname else None
 
 
+# The kinds of parent run whose task runs a leaderboard ranks: an agent's suite run, and a published
+# set of solutions regraded here (forgebench regrade).
+PARENT_KINDS = ("suite", "regrade")
+
 # What every task run inherits from its suite run.
 INHERITED_TAGS = ("agent", "model", "model.label", "model.api_host", "platform", "suite", "task_set")
 INHERITED_TAGS += ("agent_config_hash", "device", "env.device", "env.driver", "env.cuda", "env.torch", "env.triton")
@@ -170,6 +174,34 @@ def mlflow_client(tracking_uri: str):
     logging.getLogger("alembic").setLevel(logging.WARNING)
 
     return MlflowClient(tracking_uri=tracking_uri)
+
+
+def result_metrics(result) -> dict[str, float | None]:
+    """A correct kernel's figures as a task run's metrics (docs/records.md), None where not measured."""
+    return {
+        **{f"speedup_vs_{name}": value for name, value in result.speedups.items()},
+        "speedup_vs_eager": result.speedup_vs_eager,
+        "speedup_vs_compile": result.speedup_vs_compile,
+        "speedup_vs_best": result.speedup_vs_best,
+        "time_ms": result.time_ms,
+        "time_p20_ms": result.time_p20_ms,
+        "time_p80_ms": result.time_p80_ms,
+        "sol_fraction": result.sol_fraction,
+        "host_ms": result.host_ms,
+        # Metric names of the records contract (docs/records.md): "<baseline>_ms", "<baseline>_host_ms".
+        **{f"{name}_ms": ms for name, ms in result.baselines.items()},
+        **{f"{name}_host_ms": ms for name, ms in result.baselines_host_ms.items()},
+        # Building a baseline (Inductor's compile, FlashInfer's nvcc JIT) is set apart from its time.
+        **{f"{name}_setup_s": s for name, s in result.baselines_setup_s.items()},
+    }
+
+
+def result_tags(result) -> dict[str, str]:
+    """A correct kernel's best baseline and, under evaluate.torch_ops=allow, the PyTorch ops it kept."""
+    tags = {"best_baseline": result.best_baseline} if result.best_baseline else {}
+    if result.torch_ops:
+        tags["torch_ops_used"] = ", ".join(result.torch_ops)[:5000]
+    return tags
 
 
 class Recorder:
@@ -271,26 +303,9 @@ class Recorder:
         metrics = {"correct": float(best is not None), "wall_s": wall_s, **outcome.tree.totals()}
         if best is not None:
             result = best.result
-            metrics.update(
-                {f"speedup_vs_{name}": value for name, value in result.speedups.items()},
-                speedup_vs_eager=result.speedup_vs_eager,
-                speedup_vs_compile=result.speedup_vs_compile,
-                speedup_vs_best=result.speedup_vs_best,
-                time_ms=result.time_ms,
-                time_p20_ms=result.time_p20_ms,
-                time_p80_ms=result.time_p80_ms,
-                sol_fraction=result.sol_fraction,
-                host_ms=result.host_ms,
-            )
-            # Metric names of the records contract (docs/records.md): "<baseline>_ms", "<baseline>_host_ms".
-            metrics.update({f"{name}_ms": ms for name, ms in result.baselines.items()})
-            metrics.update({f"{name}_host_ms": ms for name, ms in result.baselines_host_ms.items()})
-            # Building a baseline (Inductor's compile, FlashInfer's nvcc JIT) is set apart from its time.
-            metrics.update({f"{name}_setup_s": s for name, s in result.baselines_setup_s.items()})
-            if result.best_baseline:
-                self.client.set_tag(run_id, "best_baseline", result.best_baseline)
-            if result.torch_ops:  # under evaluate.torch_ops=allow: the PyTorch ops the kernel kept
-                self.client.set_tag(run_id, "torch_ops_used", ", ".join(result.torch_ops)[:5000])
+            metrics.update(result_metrics(result))
+            for key, value in result_tags(result).items():
+                self.client.set_tag(run_id, key, value)
             self.client.log_text(run_id, best.source, "best_kernel.py")
             self.client.log_dict(run_id, result.to_dict(), "best_result.json")
         now = int(time.time() * 1000)
@@ -306,13 +321,7 @@ class Recorder:
         self.client.set_terminated(run_id)
         return run_id
 
-    def end_suite(self, parent_run_id: str, status: str = "FINISHED", aggregates: dict | None = None) -> None:
-        """End the suite run, with its aggregates (the leaderboard's row for it) as metrics."""
-        from mlflow.entities import Metric
-
-        now = int(time.time() * 1000)
-        numbers = {k: float(v) for k, v in (aggregates or {}).items() if isinstance(v, (int, float)) and v == v}
+    def end_suite(self, parent_run_id: str, status: str = "FINISHED") -> None:
+        """End the suite run (its aggregates are computed where they are read: `forgebench leaderboard`)."""
         with self._writing():
-            if numbers:
-                self.client.log_batch(parent_run_id, metrics=[Metric(k, v, now, 0) for k, v in numbers.items()])
             self.client.set_terminated(parent_run_id, status=status)

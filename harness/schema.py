@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from omegaconf import MISSING
 
-from harness.agents.base import Budget
+from harness.budget import Budget
 from harness.errors import ForgeBenchError
 from harness.evaluate import EvalSettings
 from harness.record import DEFAULT_EXPERIMENT, DEFAULT_TRACKING_URI

@@ -12,8 +12,9 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from harness import devices
-from harness.agents.base import AgentContext, AgentOutcome, Budget
+from harness.agents.base import AgentContext, AgentOutcome
 from harness.agents.tree import SearchTree
+from harness.budget import Budget
 from harness.config import instantiate, task_patterns
 from harness.errors import ForgeBenchError
 from harness.evaluate import Evaluator
@@ -110,16 +111,12 @@ class SuiteRun:
         return TaskOutcome(task, outcome, run_id)
 
     def close(self, status: str = "FINISHED") -> None:
-        """Stop the workers and end the suite run with its aggregates: the leaderboard's row for it."""
-        from leaderboard.table import summarize, task_runs
-
+        """Stop the workers and end the suite run. Its aggregates are the leaderboard's to compute from
+        the task runs when it reads them: the run writes records, it does not rank them."""
         self.evaluator.close()
         if not self.owns_suite_run:
             return  # an xdist worker's: the controller ends it once every worker is done
-        tasks = task_runs(self.cfg.tracking_uri, self.cfg.experiment, self.parent_run_id)
-        tasks = tasks.assign(suite_status=None)  # ending now, not unfinished
-        row = summarize(tasks).iloc[0].to_dict() if not tasks.empty else {}
-        self.recorder.end_suite(self.parent_run_id, status, row)
+        self.recorder.end_suite(self.parent_run_id, status)
 
 
 def _check_writable(folder: Path, setting: str) -> None:

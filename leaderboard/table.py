@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -14,18 +15,25 @@ from leaderboard import stats
 
 FAST_P = (0, 1, 1.5, 2)
 
+# "{baseline}" in a column list stands for one column per baseline the records hold (`baselines`),
+# by name, less any the list names on its own (the best baseline's): a baseline added as one file
+# (harness/evaluate/baselines/) is shown with no edit here.
+BASELINE = "{baseline}"
+
 # Which columns the leaderboard shows, in order (presentation is declared apart from execution).
 COLUMNS = [
     "agent",
     "model",
     "platform",
     "solved",
+    "claims_confirmed",
+    "claims_refuted",
     *(f"fast_{p:g}" for p in FAST_P),
     "geomean_correct",
     "geomean_speedup",
     "ci95_low",
     "ci95_high",
-    "geomean_vs_compile",
+    "geomean_vs_{baseline}",
     "geomean_vs_best",
     "cost_usd",
     "cost_per_task",
@@ -37,8 +45,8 @@ COLUMNS = [
     "started",
     "run",
 ]
-# Everything summarize() gives a suite run; json and csv carry all of it. Its numbers become the
-# suite run's metrics when the suite ends, so the names are those of docs/records.md.
+# Everything summarize() gives a suite run; json and csv carry all of it, under the names of
+# docs/records.md.
 SUMMARY_FIELDS = [
     "task_set",
     "suite",
@@ -55,15 +63,15 @@ SUMMARY_FIELDS = [
 TASK_COLUMNS = [
     "task",
     "correct",
+    "verdict",
     "speedup_vs_eager",
-    "speedup_vs_compile",
-    "speedup_vs_liger",
-    "speedup_vs_flashinfer",
+    "claimed_speedup",
+    "speedup_vs_{baseline}",
     "speedup_vs_best",
     "best_baseline",
     "time_ms",
     "eager_ms",
-    "compile_ms",
+    "{baseline}_ms",
     "rounds",
     "llm_calls",
     "cost_usd",
@@ -73,18 +81,21 @@ TASK_COLUMNS = [
 # Across runs a task's row has to say whose it is.
 PER_TASK_COLUMNS = ["run", "agent", "model", *TASK_COLUMNS]
 
-# Shown only where some run has them: compile, Liger and FlashInfer where they were timed, the best
+# Shown only where some run has them (as a baseline's columns are, where it was timed): the best
 # baseline where a run recorded it (runs before it did not), the torch_ops rule where a run was
 # judged by one (runs recorded before it), the PyTorch ops a kernel kept where a rule allowed them.
-OPTIONAL_COLUMNS = ["speedup_vs_compile", "compile_ms", "geomean_vs_compile", "torch_ops", "torch_ops_used"]
-OPTIONAL_COLUMNS += ["speedup_vs_liger", "speedup_vs_flashinfer", "speedup_vs_best", "best_baseline", "geomean_vs_best"]
+OPTIONAL_COLUMNS = ["speedup_vs_best", "best_baseline", "geomean_vs_best", "torch_ops", "torch_ops_used"]
+# Regraded sets (forgebench regrade): each solution's verdict, the speedup its authors claimed, and
+# how many claims the measurement confirmed or refuted.
+OPTIONAL_COLUMNS += ["verdict", "claimed_speedup", "claims_confirmed", "claims_refuted"]
 # e2e records: an LLM's prefill and decode apart, and a workload changed from the captured one.
 OPTIONAL_COLUMNS += ["e2e_prefill_speedup_vs_eager", "e2e_decode_speedup_vs_eager", "overrides"]
+# ... and each execution mode's realization of the predicted gain, or why the mode was refused.
+OPTIONAL_COLUMNS += ["realization", "refused"]
 
 TAGS = ("task", "task_hash", "agent", "platform", "suite", "stop_reason", "device", "torch_ops", "torch_ops_used")
-TAGS += ("best_baseline",)
-METRICS = ("correct", "speedup_vs_eager", "speedup_vs_compile", "time_ms", "time_p20_ms", "time_p80_ms")
-METRICS += ("speedup_vs_liger", "speedup_vs_flashinfer", "speedup_vs_best")
+TAGS += ("best_baseline", "verdict")
+METRICS = ("correct", "speedup_vs_eager", "time_ms", "time_p20_ms", "time_p80_ms", "speedup_vs_best")
 METRICS += ("cost_usd", "tokens_in", "tokens_out", "llm_calls", "wall_s")
 BASE = (
     "run_id", "parent_run_id", "started", *TAGS, "model", "model_string", "task_set", "task_count", "suite_status",
@@ -123,17 +134,21 @@ def task_runs(tracking_uri: str, experiment: str, parent_run_id: str | None = No
     """One row per task run, with its suite run's tags. `model` is the label (tag `model.label`, else
     the model string, kept as `model_string`); `task_set` is the suite's name for runs recorded before
     that tag; `task_count` is how many tasks the suite run selected (NaN where its run does not say)."""
-    from harness.record import mlflow_client
+    from harness.record import PARENT_KINDS, mlflow_client
 
     client = mlflow_client(tracking_uri)
     found = client.get_experiment_by_name(experiment)
     if found is None:
         return pd.DataFrame(columns=BASE)
-    suites, tasks = "tags.`forgebench.kind` = 'suite'", "tags.`forgebench.kind` = 'task'"
+    only = f" and attributes.run_id = '{parent_run_id}'" if parent_run_id else ""
+    tasks = "tags.`forgebench.kind` = 'task'"
     if parent_run_id:
-        suites += f" and attributes.run_id = '{parent_run_id}'"
         tasks += f" and tags.`mlflow.parentRunId` = '{parent_run_id}'"
-    parents = {run.info.run_id: run for run in _search(client, found.experiment_id, suites)}
+    parents = {
+        run.info.run_id: run
+        for kind in PARENT_KINDS  # a store's search takes no OR: one search per kind
+        for run in _search(client, found.experiment_id, f"tags.`forgebench.kind` = '{kind}'{only}")
+    }
     counts = {run_id: run.data.tags.get("task_count") for run_id, run in parents.items()}
     rows = []
     for run in _search(client, found.experiment_id, tasks):
@@ -213,7 +228,7 @@ def select_runs(
     return tasks
 
 
-def _summary(group: pd.DataFrame, resamples: int, seed: int) -> dict:
+def _summary(group: pd.DataFrame, compared: list[str], resamples: int, seed: int) -> dict:
     first = group.iloc[0]
     # Tasks the run selected but never recorded (killed, or broken) count as failed, so a run that
     # stopped early is not ranked on the tasks it happened to finish.
@@ -224,7 +239,8 @@ def _summary(group: pd.DataFrame, resamples: int, seed: int) -> dict:
     speedup = np.concatenate([group["speedup_vs_eager"].to_numpy(float), np.full(unrecorded, math.nan)])
     delivered = stats.guarded(speedup, correct)
     low, high = stats.bootstrap_geomean(delivered, resamples, seed)
-    cost = float(group["cost_usd"].fillna(0).sum())
+    # A regraded set states no cost: unknown, not free.
+    cost = float(group["cost_usd"].fillna(0).sum()) if group["cost_usd"].notna().any() else math.nan
     tokens_in, tokens_out = (int(group[k].fillna(0).sum()) for k in ("tokens_in", "tokens_out"))
     return {
         **{k: first[k] for k in ("task_set", "suite", "agent", "model", "model_string", "platform", "device")},
@@ -233,14 +249,14 @@ def _summary(group: pd.DataFrame, resamples: int, seed: int) -> dict:
         "correct": int(correct.sum()),
         # A suite run still RUNNING has not ended: killed (resume it with the same command) or in progress.
         "solved": f"{int(correct.sum())}/{tasks}" + (" unfinished" if first["suite_status"] == "RUNNING" else ""),
+        **_claims(group),
         **{f"fast_{p:g}": stats.fast_p(speedup, correct, p) for p in FAST_P},
         "geomean_correct": stats.geomean(speedup[correct]),
         "geomean_speedup": stats.geomean(delivered),
         "ci95_low": low,
         "ci95_high": high,
-        "geomean_vs_compile": stats.geomean(group["speedup_vs_compile"].to_numpy(float)[recorded]),
-        # Over the best baseline each task had (where recorded): how far past the best available.
-        "geomean_vs_best": stats.geomean(group["speedup_vs_best"].to_numpy(float)[recorded]),
+        # Over each baseline, and over the best one each task had (where recorded): how far past it.
+        **{f"geomean_vs_{b}": stats.geomean(group[f"speedup_vs_{b}"].to_numpy(float)[recorded]) for b in compared},
         "cost_usd": cost,
         "cost_per_task": cost / tasks,
         "tokens_in": tokens_in,
@@ -254,16 +270,27 @@ def _summary(group: pd.DataFrame, resamples: int, seed: int) -> dict:
     }
 
 
+def _claims(group: pd.DataFrame) -> dict[str, float]:
+    """How many speedups a regraded set claimed the measurement confirmed and refuted (each task run's
+    claim_confirmed, 1 or 0, as `forgebench regrade` judged it); NaN for runs that claimed nothing."""
+    judged = group["claim_confirmed"].dropna() if "claim_confirmed" in group else pd.Series(dtype=float)
+    if judged.empty:
+        return {"claims_confirmed": math.nan, "claims_refuted": math.nan}
+    return {"claims_confirmed": int((judged > 0).sum()), "claims_refuted": int((judged <= 0).sum())}
+
+
 def summarize(tasks: pd.DataFrame, resamples: int = stats.RESAMPLES, seed: int = stats.SEED) -> pd.DataFrame:
     """One row per suite run, ranked within its task set by the guarded geomean, then tasks solved,
     then cost. geomean_speedup counts a task without a correct kernel, or with a slower one, as 1.0
     (the guard falls back to PyTorch); geomean_correct is over correct tasks only, NaN without one;
     ci95_low/high bound geomean_speedup by resampling the run's tasks."""
+    compared = baselines(tasks)
+    fields = expand(SUMMARY_FIELDS, compared)
     if tasks.empty:
-        return pd.DataFrame(columns=SUMMARY_FIELDS)
-    rows = [_summary(group, resamples, seed) for _, group in tasks.groupby("parent_run_id", sort=False)]
+        return pd.DataFrame(columns=fields)
+    rows = [_summary(group, compared, resamples, seed) for _, group in tasks.groupby("parent_run_id", sort=False)]
     order = ["task_set", "geomean_speedup", "correct", "cost_usd"]
-    ranked = pd.DataFrame(rows, columns=SUMMARY_FIELDS).sort_values(order, ascending=[True, False, False, True])
+    ranked = pd.DataFrame(rows, columns=fields).sort_values(order, ascending=[True, False, False, True])
     return ranked.reset_index(drop=True)
 
 
@@ -278,11 +305,36 @@ def by_task_set(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     return [(name, rows.reset_index(drop=True)) for name, rows in frame.groupby("task_set", sort=True, dropna=False)]
 
 
+_COMPARED = re.compile(r"(?:speedup|geomean)_vs_(?P<name>\w+)")
+
+
+def baselines(frame: pd.DataFrame) -> list[str]:
+    """What the frame's records compare the kernels with beside eager, by name: each baseline a task
+    run holds a `speedup_vs_<name>` for (docs/records.md), or a suite run's summary a `geomean_vs_<name>`,
+    and `best`, each task's fastest of them."""
+    return sorted({m["name"] for c in frame.columns if (m := _COMPARED.fullmatch(str(c)))} - {"eager"})
+
+
+def expand(columns: list[str], names: list[str]) -> list[str]:
+    """The columns with each "{baseline}" entry spelled out for every name, less the columns the list
+    names on their own."""
+    own = {c for c in columns if BASELINE not in c}
+    spelled = lambda c: [c.format(baseline=n) for n in names if c.format(baseline=n) not in own]
+    return [name for c in columns for name in (spelled(c) if BASELINE in c else [c])]
+
+
+def columns_for(frame: pd.DataFrame, columns: list[str]) -> list[str]:
+    """Those of the columns, with a column per baseline spelled out, that the frame has."""
+    return [c for c in expand(columns, baselines(frame)) if c in frame]
+
+
 def shown(frame: pd.DataFrame, columns: list[str] | None = None) -> pd.DataFrame:
     """The columns the frame has, less those of a baseline the runs did not time (compile on a run
-    without it)."""
-    kept = frame[[c for c in (columns or COLUMNS) if c in frame]]
-    return kept.drop(columns=[c for c in OPTIONAL_COLUMNS if c in kept and kept[c].isna().all()])
+    without it) and the optional ones no run has."""
+    columns = columns or COLUMNS
+    kept = frame[columns_for(frame, columns)]
+    optional = [c for c in kept if c in OPTIONAL_COLUMNS or c not in columns]
+    return kept.drop(columns=[c for c in optional if kept[c].isna().all()])
 
 
 def render(frame: pd.DataFrame, columns: list[str] | None = None) -> str:

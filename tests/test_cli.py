@@ -5,7 +5,7 @@ import json
 import subprocess
 import sys
 
-from harness.cli import parser
+from forgebench.cli import parser
 
 # What a command's handler may import, never the parser: torch and the libraries on top of it,
 # MLflow, Hydra, the model client, the plotting and table libraries, and the harness's heavy parts.
@@ -14,7 +14,7 @@ HEAVY_HARNESS = ("harness.evaluate", "harness.agents", "harness.devices", "harne
 
 _HELP_AND_MODULES = """
 import json, sys
-from harness.cli import main
+from forgebench.cli import main
 try:
     main(sys.argv[1:])
 except SystemExit:
@@ -60,7 +60,7 @@ def test_every_commands_help_imports_none_of_the_heavy_libraries():
 
 
 def test_an_unknown_device_for_tasks_validate_is_one_sentence(tmp_path, capsys):
-    from harness.cli import main
+    from forgebench.cli import main
 
     assert main(["tasks", "validate", "--run", "tpu", str(tmp_path)]) == 2
     error = capsys.readouterr().err

@@ -46,7 +46,7 @@ def suite(cwd: Path, *options: str, **env: str) -> subprocess.CompletedProcess:
 
 
 def forgebench(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return run([sys.executable, "-m", "harness.cli", *args], cwd)
+    return run([sys.executable, "-m", "forgebench.cli", *args], cwd)
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ from tests.test_suite import run
 
 
 def forgebench_run(cwd, *args):
-    return run([sys.executable, "-m", "harness.cli", "run", *args], cwd)
+    return run([sys.executable, "-m", "forgebench.cli", "run", *args], cwd)
 
 
 @pytest.mark.slow
@@ -27,7 +27,7 @@ def test_a_joblib_sweep_of_two_agents_by_two_labels_records_four_suite_runs_in_o
     assert jobs == [("oneshot", "alpha"), ("oneshot", "beta"), ("refine", "alpha"), ("refine", "beta")]
     assert all(p.info.status == "FINISHED" and p.data.metrics["correct"] == 1 for p in parents)
     assert len(list(tmp_path.glob("runs/sweeps/*/[0-3]/.hydra/overrides.yaml"))) == 4
-    board = run([sys.executable, "-m", "harness.cli", "leaderboard"], tmp_path)
+    board = run([sys.executable, "-m", "forgebench.cli", "leaderboard"], tmp_path)
     assert len([line for line in board.stdout.splitlines() if line.startswith(("| oneshot", "| refine"))]) == 4
 
 

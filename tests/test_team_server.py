@@ -48,7 +48,7 @@ def test_two_suites_at_once_record_everything_once_on_a_postgresql_backed_server
             assert len(Path(tree).read_text().splitlines()) == 2
 
         board = subprocess.run(
-            [*suite_command()[:1], "-m", "harness.cli", "leaderboard", "--format", "json"],
+            [*suite_command()[:1], "-m", "forgebench.cli", "leaderboard", "--format", "json"],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         assert board.returncode == 0, board.stderr
@@ -56,7 +56,7 @@ def test_two_suites_at_once_record_everything_once_on_a_postgresql_backed_server
         assert sorted(row["model"] for row in table["rows"]) == ["team-a", "team-b"]
 
         site = subprocess.run(
-            [*suite_command()[:1], "-m", "harness.cli", "site", str(tmp_path / "site")],
+            [*suite_command()[:1], "-m", "forgebench.cli", "site", str(tmp_path / "site")],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         assert site.returncode == 0, site.stderr

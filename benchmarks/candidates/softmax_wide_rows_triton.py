@@ -1,6 +1,6 @@
 """A Triton softmax for rows too wide for registers (KernelBench level 1's 23_Softmax: 4096 rows of
 393216 fp32, 6.4 GB): one pass for each row's running max and sum (online softmax), one to write.
-Used to time a 6 GB task's turnaround (docs/benchmarks.md)."""
+Used to time a 6 GB task's turnaround (docs/results.md)."""
 
 import torch
 import triton

@@ -16,7 +16,7 @@ from harness.agents.base import AgentContext, AgentOutcome, call_model, expand, 
 from harness.agents.refine import next_step
 from harness.agents.tree import Node, SearchTree
 from harness.evaluate import EvalResult, Evaluator
-from harness.prompts import PROMPTS_DIR, task_section
+from harness.prompts import PROMPTS_DIR, platform_notes, task_section
 from harness.tasks import Task
 
 
@@ -121,7 +121,7 @@ def analyst_messages(ctx: AgentContext, node: Node, profile: dict) -> list[dict[
     """The analyst's chat about one correct candidate (prompts are data: analyst*.md)."""
     user = Template((PROMPTS_DIR / "analyst.md").read_text()).substitute(
         task=task_section(ctx.task, ctx.platform),
-        platform_notes=ctx.platform.prompt_notes().strip(),
+        platform_notes=platform_notes(ctx.platform),
         source=(node.source or "").strip(),
         measurements=measurements(ctx.task, node.result, ctx.evaluator.ceilings()),
         profile=profile_table(profile),

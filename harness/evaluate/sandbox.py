@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness.evaluate.zygote import NOBODY
+from harness.evaluate.nobody import NOBODY, closed_to_others
 
 # Only these variables reach a worker: nothing that could hold a credential.
 PASSED_ENV = (
@@ -100,14 +100,6 @@ def close_to_workers(folder: Path) -> None:
     if os.getuid() == 0:
         os.chown(folder, 0, 0)
     folder.chmod(0o700)
-
-
-def closed_to_others(folder: Path) -> Path | None:
-    """The first folder at or above `folder` (those that exist) that others may not enter, if any."""
-    for parent in [folder, *folder.parents]:
-        if parent.exists() and not parent.stat().st_mode & 0o001:
-            return parent
-    return None
 
 
 def _refusal(closed: Path, holds: str) -> str:

@@ -24,7 +24,7 @@ _SKIP = ("site-packages", "test", "tests", "idlelib", "tkinter", "turtledemo", "
 
 def needed() -> bool:
     """Whether nobody cannot read the standard library (only meaningful when we are root)."""
-    from harness.evaluate.sandbox import closed_to_others
+    from harness.evaluate.nobody import closed_to_others
 
     return os.getuid() == 0 and closed_to_others(Path(sysconfig.get_path("stdlib")).resolve()) is not None
 

@@ -21,8 +21,7 @@ import time
 from pathlib import Path
 
 from harness.evaluate import confine, stdlib_copy
-
-NOBODY = 65534
+from harness.evaluate.nobody import NOBODY
 
 
 def _code_roots() -> list[str]:

@@ -24,12 +24,6 @@ class Platform:
     # system's, no other process's /proc files or ptrace, whichever user runs the harness.
     confine: bool = True
 
-    def prompt_notes(self) -> str:
-        """What a model must know to write a candidate for this platform (prompts are data)."""
-        from harness.prompts import PROMPTS_DIR  # the prompts package imports this module
-
-        return (PROMPTS_DIR / f"platform_{self.name}.md").read_text()
-
     def unavailable_reason(self) -> str | None:
         """None when this machine can run the platform, else a sentence saying why not."""
         return None

@@ -22,6 +22,11 @@ def _template(name: str) -> Template:
     return Template((PROMPTS_DIR / f"{name}.md").read_text())
 
 
+def platform_notes(platform: Platform) -> str:
+    """What a model must know to write a candidate for this platform: platform_<name>.md."""
+    return (PROMPTS_DIR / f"platform_{platform.name}.md").read_text().strip()
+
+
 def task_section(task: Task, platform: Platform) -> str:
     sig = signature(task)
     roofline = (
@@ -149,7 +154,7 @@ def build_messages(
     `context` a `context_section` (lineage: best, recent and ancestor nodes)."""
     fields = {
         "task": task_section(task, platform),
-        "platform_notes": platform.prompt_notes().strip(),
+        "platform_notes": platform_notes(platform),
         "attempts": attempts_section(attempts),
         "context": context,
     }

@@ -38,6 +38,12 @@ def environment() -> Environment:
     return env
 
 
+def standalone(template: str, **context) -> str:
+    """One page that stands alone (an export, not a page of the site): the site's style inline."""
+    style = Markup((HERE / "static" / "site.css").read_text())
+    return environment().get_template(template).render(**context, style=style, root="")
+
+
 def _pages(site: Site):
     """(path in the site, template, context) for every page."""
     yield "index.html", "index.html.j2", pages.index(site)

@@ -159,7 +159,7 @@ def _task_run(client, run, tracking_uri: str, scratch: Path) -> TaskRun:
 
 def load_site(tracking_uri: str, experiment: str) -> Site:
     """Every suite run of the experiment with its task runs, or a ForgeBenchError when there is none."""
-    from harness.record import mlflow_client
+    from harness.record import PARENT_KINDS, mlflow_client
     from leaderboard.table import summarize, task_runs
 
     # Each artifact download would draw a progress bar on the terminal.
@@ -174,7 +174,8 @@ def load_site(tracking_uri: str, experiment: str) -> Site:
         raise no_runs
     suites = {
         run.info.run_id: SuiteRun(run.info.run_id, run.data.tags, run.data.metrics, run.info.start_time)
-        for run in _runs(client, found.experiment_id, "suite")
+        for kind in PARENT_KINDS  # agents' suite runs and regraded sets, side by side
+        for run in _runs(client, found.experiment_id, kind)
     }
     children = [
         r for r in _runs(client, found.experiment_id, "task") if r.data.tags.get("mlflow.parentRunId") in suites

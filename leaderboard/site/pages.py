@@ -13,7 +13,7 @@ import pandas as pd
 from leaderboard.site import charts
 from leaderboard.site.data import Site, SuiteRun, TaskRun
 from leaderboard.site.tree import best_node, node_details, tree_figure
-from leaderboard.table import COLUMNS, OPTIONAL_COLUMNS, TASK_COLUMNS, shown
+from leaderboard.table import COLUMNS, OPTIONAL_COLUMNS, TASK_COLUMNS, baselines, expand, shown
 
 # The leaderboard's columns with the run's id first: the tables are wider than a screen, and the
 # first column stays in view as they scroll (site.css), so each row keeps saying whose it is.
@@ -78,7 +78,7 @@ def index(site: Site) -> dict:
 
 
 def _task_cell(task: TaskRun, column: str) -> Cell:
-    if column in ("task", "stop_reason", "best_baseline"):
+    if column in ("task", "stop_reason", "best_baseline", "verdict"):
         return cell(task.tags.get(column))
     return cell(task.metrics.get(column))
 
@@ -86,11 +86,11 @@ def _task_cell(task: TaskRun, column: str) -> Cell:
 def run(site: Site, suite: SuiteRun) -> dict:
     summary = _summary(site, [suite])
     columns = list(shown(summary, RUN_COLUMNS).columns)
-    # A baseline's column only where some task has it (Liger and FlashInfer on a GPU, and only where
-    # they have the op).
-    task_columns = [
-        c for c in TASK_COLUMNS if c not in OPTIONAL_COLUMNS or any(_task_cell(t, c).text != "—" for t in suite.tasks)
-    ]
+    # A column per baseline the tasks recorded, and an optional one, only where some task has it
+    # (Liger and FlashInfer on a GPU, and only where they have the op).
+    every = expand(TASK_COLUMNS, baselines(pd.DataFrame([t.metrics for t in suite.tasks])))
+    optional = [c for c in every if c in OPTIONAL_COLUMNS or c not in TASK_COLUMNS]
+    task_columns = [c for c in every if c not in optional or any(_task_cell(t, c).text != "—" for t in suite.tasks)]
     rows = [
         [Cell(task.task, task_page(task.task))]
         + [_task_cell(task, c) for c in task_columns if c != "task"]
@@ -127,8 +127,11 @@ def task(site: Site, task_id: str) -> dict:
         ]
         for s, t in entries
     ]
+    # A regraded solution states no cost: it has no point on the cost chart (its row says "—").
     points = [
-        charts.CostPoint(s.name, t.metrics.get("cost_usd", 0.0), t.guarded_speedup, tree_page(t)) for s, t in entries
+        charts.CostPoint(s.name, t.metrics["cost_usd"], t.guarded_speedup, tree_page(t))
+        for s, t in entries
+        if "cost_usd" in t.metrics
     ]
     kernels = [{"run": s.name, "speedup": cell(t.speedup).text, "source": t.best_kernel} for s, t in entries]
     return {
@@ -166,18 +169,20 @@ def cost(site: Site) -> dict:
     sections = []
     for task_set, suites in site.task_sets().items():
         summary = _summary(site, suites)
-        points = [
+        everyone = [
             charts.CostPoint(
                 names[row["parent_run_id"]], row["cost_usd"], row["geomean_speedup"], run_page(row["parent_run_id"])
             )
             for _, row in summary.iterrows()
         ]
+        # A regraded set states no cost (NaN): listed, with no point on the chart.
+        points = [p for p in everyone if not math.isnan(p.cost_usd)]
         # Where nothing cost anything there is no frontier (charts.cost_figure), and no column for it.
         priced = any(p.cost_usd for p in points)
         frontier = set(charts.pareto_frontier(points))
         rows = [
             [Cell(p.name, p.url), cell(p.cost_usd), cell(p.speedup), *([cell(p in frontier)] if priced else [])]
-            for p in points
+            for p in everyone
         ]
         sections.append(
             {

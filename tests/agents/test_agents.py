@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from harness.agents.analyst import analyse, measurements, profile_table
-from harness.agents.base import AgentContext, AgentOutcome, Budget, attempts_for_prompt
+from harness.agents.base import AgentContext, AgentOutcome, attempts_for_prompt
 from harness.agents.refine import next_step
 from harness.agents.tree import Node, SearchTree
+from harness.budget import Budget
 from harness.config import compose, instantiate
 from harness.evaluate import EvalResult, Evaluator
 from harness.llm.base import Completion, ModelCallError, extract_code
@@ -258,8 +259,8 @@ def test_a_missing_or_malformed_profile_reads_as_a_sentence(profile):
 
 
 def test_wall_budget_counts_the_persisted_rounds_so_a_resume_keeps_counting(tmp_path):
-    from harness.agents.base import Budget
     from harness.agents.tree import Node, SearchTree
+    from harness.budget import Budget
 
     tree = SearchTree(tmp_path / "tree.jsonl")
     for i in range(2):

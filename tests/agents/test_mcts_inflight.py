@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.agents.base import AgentContext, AgentOutcome, Budget
+from harness.agents.base import AgentContext, AgentOutcome
 from harness.agents.mcts import MCTS
 from harness.agents.tree import Node, SearchTree
+from harness.budget import Budget
 from harness.config import compose, instantiate
 from harness.errors import ForgeBenchError
 from harness.evaluate import EvalResult, Evaluator

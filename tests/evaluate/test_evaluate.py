@@ -366,11 +366,11 @@ def test_a_gpu_result_says_when_the_hidden_work_check_could_not_run():
     assert candidate_run._skipped_checks({"unseen_calls": 0}, cpu) == {}
 
 
-# Round 2: lazy outputs and behaving differently when observed (issue 15). Each defence has a
+# Lazy outputs and behaving differently when observed (issue 15). Each defence has a
 # planted candidate that only it stops: the audit cannot read names built at run time.
 
 
-ROUND_2 = [
+LAZY_OR_OBSERVING = [
     # (planted candidate, its verdict, fragments its reason must hold)
     ("returns_lazy_subclass", "rejected", ("Deferred", "plain torch.Tensor")),
     ("returns_plain_subclass", "rejected", ("Carrier",)),  # though its values are right
@@ -378,7 +378,7 @@ ROUND_2 = [
     ("uses_torch_when_unobserved", "rejected", ("_len_torch_dispatch_stack", "asked whether it is observed")),
     ("asks_if_observed", "rejected", ("reads _len_torch_dispatch_stack", "line")),  # the source audit
     ("torch_on_a_thread", "rejected", ("aten.", "PyTorch compute ops")),  # the profiler on every thread
-    # Found by a review that broke the first version of round 2 (each got `correct` then).
+    # Found by a review that broke the first version of these defences (each got `correct` then).
     ("patches_the_harness", "rejected", ("changed the harness", "_torch_compute")),
     ("skips_work_when_timed", "incorrect", ("timed call",)),  # every timed call judged
     ("pops_the_recorder", "rejected", ("_pop_torch_dispatch_stack",)),
@@ -386,8 +386,8 @@ ROUND_2 = [
 ]
 
 
-@pytest.mark.parametrize(("name", "verdict", "fragments"), ROUND_2, ids=[c[0] for c in ROUND_2])
-def test_round_2_planted_candidate_gets_its_verdict(planted, name, verdict, fragments):
+@pytest.mark.parametrize(("name", "verdict", "fragments"), LAZY_OR_OBSERVING, ids=[c[0] for c in LAZY_OR_OBSERVING])
+def test_a_lazy_or_observing_planted_candidate_gets_its_verdict(planted, name, verdict, fragments):
     result = planted[name].result()
     assert result.verdict == verdict, result.to_json()
     for fragment in fragments:

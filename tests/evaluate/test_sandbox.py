@@ -27,7 +27,7 @@ def test_api_key_in_the_harness_start_up_environment_is_not_readable(tmp_path):
         [
             sys.executable,
             "-m",
-            "harness.cli",
+            "forgebench.cli",
             "eval",
             "--task",
             "rmsnorm_qwen",
@@ -108,7 +108,7 @@ def test_a_harness_run_by_a_normal_user_leaks_no_credential(tmp_path, landlock):
         tmp_path.chmod(0o711)
         for path in [folder, *folder.rglob("*")]:
             os.chown(path, 65534, 65534)
-    harness = [sys.executable, "-m", "harness.cli", "eval", "--task", "rmsnorm_qwen", "--candidate", str(snoop)]
+    harness = [sys.executable, "-m", "forgebench.cli", "eval", "--task", "rmsnorm_qwen", "--candidate", str(snoop)]
     harness += ["--json", "--override", "evaluate.budget_ms=20", "--override", "evaluate.check_seeds=[1]"]
     harness += ["--override", f"platform.confine={str(landlock).lower()}"]
     # A shell that stays the harness's parent (it does not exec the last command): a same-uid ancestor.

@@ -58,7 +58,7 @@ CHEATS = [
     ("triton", "segfaults_host", {"crash"}, "SIGSEGV"),
     ("triton", "illegal_access_triton", {"crash", "runtime_error"}, ""),
     ("cuda", "exhausts_gpu_memory", {"runtime_error", "crash"}, "memory"),
-    # Round 2 (issue 15): PyTorch out of the dispatch mode's sight, lazy outputs, asking if observed.
+    # Issue 15: PyTorch out of the dispatch mode's sight, lazy outputs, asking if observed.
     ("triton", "torch_on_a_thread_triton", {"rejected"}, "at::native"),
     ("triton", "returns_lazy_subclass_triton", {"rejected"}, "plain torch.Tensor"),
     ("triton", "uses_torch_when_unobserved_triton", {"rejected"}, "asked whether it is observed"),

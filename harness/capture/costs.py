@@ -136,7 +136,7 @@ def describe_shapes(specs: list[TensorSpec]) -> str:
 
 
 # Where nothing can be timed (a capture on meta tensors), a call's time is estimated at its
-# roofline: the H200's ceilings as the evaluator measured them (docs/benchmarks.md).
+# roofline: the H200's ceilings as the evaluator measured them (docs/results.md).
 ESTIMATE_CEILINGS = {"copy_gbps": 4223.0, "bf16_tflops": 714.0}
 
 

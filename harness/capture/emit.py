@@ -147,17 +147,44 @@ def _wire_name(wire, members: list[CallGroup]) -> str:
     return f"torch.ops.aten.as_strided.default({name}, {list(shape)}, {list(stride)}, {offset})"
 
 
+def _result_name(fused: FusedGroup, member: int, slot: int | None) -> str:
+    """One of the task's outputs: a member's result as its op returns it, or one of its tensors."""
+    group = fused.members[member]
+    if slot is None:
+        return _returned(group, f"t{member}")
+    return f"t{member}" if group.output_kind == "tensor" else f"t{member}[{group.output_slots[slot]}]"
+
+
+def returned_specs(fused: FusedGroup) -> list[TensorSpec]:
+    """The tensors the fused task returns, in order."""
+    specs: list[TensorSpec] = []
+    for member, slot in fused.results:
+        group = fused.members[member]
+        specs += costs.returned_outputs(group) if slot is None else [group.outputs[slot]]
+    return specs
+
+
+def _returns_sentence(fused: FusedGroup) -> str:
+    if not fused.outputs:
+        return "It returns the region's last result only."
+    return (
+        f"It returns {len(fused.results)} results in call order: its own, and the intermediates the model "
+        "reads outside the region too (a residual sum that feeds both a norm and the residual stream)."
+    )
+
+
 def fused_reference_source(model: str, fused: FusedGroup) -> str:
-    """The region's calls in order, each result named t<i>, returning what its last call returns."""
+    """The region's calls in order, each result named t<i>, returning what its last call returns, or
+    (a multi-output region) a tuple of its outputs in call order."""
     lines = [
         f"t{i} = {_call_source(member, [_wire_name(w, fused.members) for w in wires])}"
         for i, (member, wires) in enumerate(zip(fused.members, fused.wiring))
     ]
-    lines.append(f"return {_returned(fused.last, f't{len(fused.members) - 1}')}")
+    lines.append(f"return {', '.join(_result_name(fused, m, slot) for m, slot in fused.results)}")
     ops = " -> ".join(fused.ops)
     doc = (
         f"A fused region of {model}: {ops}, at its captured shapes ({costs.describe_shapes(fused.externals)}). "
-        "It returns the region's last result only."
+        + _returns_sentence(fused)
     )
     what = f"{len(fused.members)} calls {model} makes in a row, each reading an earlier one's result."
     names = [f"x{i}" for i in range(len(fused.externals))]
@@ -228,7 +255,7 @@ def fused_operator(fused: FusedGroup) -> str:
 
 
 def fused_task_fields(model: str, fused: FusedGroup, share: float, device: str) -> tuple[dict, dict[str, str]]:
-    written = sum(o.bytes_written for o in costs.returned_outputs(fused.last))
+    written = sum(o.bytes_written for o in returned_specs(fused))
     kinds = [costs.category(m) for m in fused.members]
     if "reduction" in kinds and "rsqrt" in fused.ops:
         kinds.append("norm")  # a norm written as torch ops: mean of squares or variance, then rsqrt
@@ -243,7 +270,7 @@ def fused_task_fields(model: str, fused: FusedGroup, share: float, device: str) 
         "operator": fused_operator(fused),
         "description": f"{len(fused.members)} calls {model} makes in a row ({' -> '.join(fused.ops)}), "
         f"{fused.count} times per forward, {share:.1%} of its {device} time unfused; inputs "
-        f"{costs.describe_shapes(fused.externals)}; returns the last call's result only.",
+        f"{costs.describe_shapes(fused.externals)}; {_returns_phrase(fused)}.",
         "shapes": [list(s.shape) for s in fused.externals],
         "dtypes": [str(s.dtype).removeprefix("torch.") for s in fused.externals],
         "time_share": round(share, 6),
@@ -252,14 +279,23 @@ def fused_task_fields(model: str, fused: FusedGroup, share: float, device: str) 
         "flops": sum(costs.flops(m)[0] for m in fused.members),
         "fused": True,
         "members": [str(m.op) for m in fused.members],
-        "tags": ["captured", "fused", kind, timing_tag(device)],
+        "tags": ["captured", "fused", kind, *(["multi-output"] if fused.outputs else []), timing_tag(device)],
     }
     comments = {
-        "bytes_moved": "region inputs read once + its result written once (intermediates stay on chip)",
+        "bytes_moved": "region inputs read once + its result written once (intermediates stay on chip)"
+        if not fused.outputs
+        else "region inputs read once + each returned result written once (the other intermediates stay on chip)",
         "flops": "sum over the member calls (see each op's formula in a single-call task)",
         "time_share": "count x the members' summed replay times / sum over every timed call group",
     }
     return fields, comments
+
+
+def _returns_phrase(fused: FusedGroup) -> str:
+    if not fused.outputs:
+        return "returns the last call's result only"
+    shapes = costs.describe_shapes(returned_specs(fused))
+    return f"returns {len(fused.results)} results ({shapes}): its own and the intermediates the model reads elsewhere"
 
 
 def _write(root: Path, fields: dict, comments: dict[str, str], source: str) -> str:

@@ -8,10 +8,12 @@ softmax and copy calls (a residual add with the norm after it, as fused_add_rms_
 EPILOGUES opens a region at each matmul or convolution and lets only the elementwise ops of an
 epilogue (bias, scale, gate, residual, activation) join it, one GEMM per region. A call that may
 not join and reads a region's tensor ends that region, and the value it reads is the region's
-result: the value that escapes to work a fused kernel would not do. Identical regions group like
-identical calls do. A fused task returns that one result, computed by the members it depends on;
-intermediates the model also keeps elsewhere (the residual sum) are not among its outputs, which
-the task says.
+result: the value that escapes to work a fused kernel would not do. A closed region's other
+results are still watched until the forward ends: one read again later (the residual sum, which a
+residual add hands both to the norm after it and to the residual stream, as FlashInfer's
+fused_add_rmsnorm returns both) is an output of the region's task too. Identical regions group
+like identical calls do. A fused task returns its result and those intermediates, computed by the
+members they depend on.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ from harness.capture.record import CallGroup, TensorSpec, ValueRange
 
 # Longer chains (a recurrent scan written in torch ops) split: a task should read as one kernel.
 MAX_MEMBERS = 16
+# A region whose intermediates the model reads in more places than this is not one kernel's work
+# (a table of rotary angles read by every layer): its task returns its result alone, as before.
+MAX_OUTPUTS = 4
 _MATMULS = frozenset(["matmul", "convolution"])
 
 
@@ -68,6 +73,14 @@ class FusedGroup:
     externals: list[TensorSpec]
     values: list[ValueRange]
     count: int = 1
+    # What the task returns, in member order: (member, slot) for an intermediate result the model
+    # reads outside the region, (member, None) for the region's result as its op returns it. Empty:
+    # the last member's result alone (a single-output task, whose id stays what it always was).
+    outputs: tuple[tuple[int, int | None], ...] = ()
+
+    @property
+    def results(self) -> tuple[tuple[int, int | None], ...]:
+        return self.outputs or ((len(self.members) - 1, None),)
 
     @property
     def time_ms(self) -> float | None:
@@ -86,7 +99,8 @@ class FusedGroup:
     @property
     def digest(self) -> str:
         signature = [(str(m.op), m.args, m.kwargs) for m in self.members]
-        return hashlib.sha1(repr((signature, self.wiring)).encode()).hexdigest()[:6]
+        what = (signature, self.wiring, self.outputs) if self.outputs else (signature, self.wiring)
+        return hashlib.sha1(repr(what).encode()).hexdigest()[:6]
 
     @property
     def last(self) -> CallGroup:
@@ -105,6 +119,8 @@ class _Member:
 class _Region:
     members: list[_Member] = field(default_factory=list)
     externals: dict[tuple, tuple[TensorSpec, ValueRange]] = field(default_factory=dict)  # identity -> spec, values
+    sink: int | None = None  # once closed: the seq of the member whose result left the region
+    escapes: set[tuple[int, int]] = field(default_factory=set)  # (seq, slot) of results read outside it
 
 
 class StorageNumbers:
@@ -159,6 +175,9 @@ class FusionTracker:
         # storage number -> region, producing call's seq, slot and the identity of the tensor
         # produced there. Not the tensor itself: holding every intermediate would pin gigabytes.
         self._owner: dict[int, tuple[int, int, int, tuple]] = {}
+        # The same for closed regions (storage number -> region, seq, slot): a later read is an escape.
+        self._closed_owner: dict[int, tuple[_Region, int, int]] = {}
+        self._closed: list[_Region] = []
         self._number = StorageNumbers()
         self._next_id = 0
         self._seq = 0
@@ -169,10 +188,15 @@ class FusionTracker:
         self._seq += 1
         numbers = [self._number(t) for t in inputs]
         read: dict[int, int] = {}  # region -> the latest of its members this call reads
+        slots: dict[int, set[tuple[int, int]]] = {}  # region -> (seq, slot) of each result it reads
         for number in numbers:
             if number in self._owner:
-                region_id, seq = self._owner[number][:2]
+                region_id, seq, slot = self._owner[number][:3]
                 read[region_id] = max(seq, read.get(region_id, 0))
+                slots.setdefault(region_id, set()).add((seq, slot))
+            elif number in self._closed_owner:
+                closed, seq, slot = self._closed_owner[number]
+                closed.escapes.add((seq, slot))
         touched = sorted(read)
         kind = self._kind_of(group)
         opens = kind in self._rule.opens and not group.mutates
@@ -182,7 +206,7 @@ class FusionTracker:
             joins = False
         if not joins:
             for region_id in touched:  # what this call reads is the value that left the region
-                self._close(region_id, sink=read[region_id])
+                self._close(region_id, sink=read[region_id], escapes=slots[region_id])
             region_id = self._start() if opens else None
         elif not touched:
             region_id = self._start() if opens else None
@@ -202,12 +226,19 @@ class FusionTracker:
         for slot, t in enumerate(outputs):
             number = self._number(t)
             self._owner.pop(number, None)  # an in-place call's result is its own now
+            self._closed_owner.pop(number, None)
             if region_id is not None and number is not None and t.storage_offset() == 0:
                 self._owner[number] = (region_id, self._seq, slot, _identity(t, number))
 
     def finish(self) -> None:
+        """Close what is open, and group every region: only now is it known which of their
+        results the rest of the forward read."""
         for region_id in list(self._open):
             self._close(region_id)
+        for region in self._closed:
+            self._group(region)
+        self._closed.clear()
+        self._closed_owner.clear()
 
     def _start(self) -> int:
         self._next_id += 1
@@ -239,14 +270,26 @@ class FusionTracker:
                     self._owner[number] = (ids[0], seq, slot, identity)
         return ids[0]
 
-    def _close(self, region_id: int, sink: int | None = None) -> None:
-        """End a region; its task returns the member `sink` (the value a non-joining call read),
-        else the last, with only the members that value depends on."""
+    def _close(self, region_id: int, sink: int | None = None, escapes: set[tuple[int, int]] = frozenset()) -> None:
+        """End a region; its result is the member `sink` (the value a non-joining call read), else
+        the last. Its results stay watched (`escapes`: those the closing call read besides `sink`)."""
         region = self._open.pop(region_id)
+        region.sink = sink if sink is not None else max(m.seq for m in region.members)
+        region.escapes = {e for e in escapes if e[0] != region.sink}
         for number, owner in list(self._owner.items()):
             if owner[0] == region_id:
                 del self._owner[number]
-        members = _live(sorted(region.members, key=lambda m: m.seq), sink)
+                self._closed_owner[number] = (region, owner[1], owner[2])
+        self._closed.append(region)
+
+    def _group(self, region: _Region) -> None:
+        """A closed region as a fused group: the members its outputs depend on, its outputs (the
+        result, and the intermediates read outside it), grouped with identical regions."""
+        ordered = sorted(region.members, key=lambda m: m.seq)
+        escapes = sorted(e for e in region.escapes if e[0] != region.sink)
+        if len(escapes) + 1 > MAX_OUTPUTS:
+            escapes = []
+        members = _live(ordered, region.sink, {seq for seq, _ in escapes})
         kinds = [self._kind_of(m.group) for m in members]
         computes = [k for k in kinds if k != "copy"]
         epilogue = [k for k in kinds[1:] if k != "copy"]
@@ -266,21 +309,23 @@ class FusionTracker:
                 wires.append(("x", externals.index(w[1])))
             wiring.append(tuple(wires))
         specs = [region.externals[e][0] for e in externals]
-        key = (tuple(m.key for m in members), tuple(wiring), tuple(specs))
+        results = [(position[seq], slot) for seq, slot in escapes] + [(position[region.sink], None)]
+        outputs = tuple(sorted(results, key=lambda r: (r[0], r[1] is None, r[1] or 0))) if escapes else ()
+        key = (tuple(m.key for m in members), tuple(wiring), tuple(specs), outputs)
         if key in self.groups:
             self.groups[key].count += 1
         else:
             values = [region.externals[e][1] for e in externals]
-            self.groups[key] = FusedGroup([m.group for m in members], wiring, specs, values)
+            self.groups[key] = FusedGroup([m.group for m in members], wiring, specs, values, outputs=outputs)
 
 
-def _live(members: list[_Member], sink: int | None) -> list[_Member]:
-    """The sink (by default the last member) and the members it depends on: a fused task returns
-    one result, so work that feeds nothing it returns would be dead code a kernel could skip (and
-    would inflate the bytes the task says it must move)."""
+def _live(members: list[_Member], sink: int | None, escaped: set[int] = frozenset()) -> list[_Member]:
+    """The sink (by default the last member), the members whose results escape, and the members
+    they depend on: work that feeds nothing the task returns would be dead code a kernel could skip
+    (and would inflate the bytes the task says it must move)."""
     if not members:
         return []
-    needed = {members[-1].seq if sink is None else sink}
+    needed = {members[-1].seq if sink is None else sink} | set(escaped)
     for m in reversed(members):
         if m.seq in needed:
             needed.update(w.member for w in m.wires if isinstance(w, Internal))

@@ -15,6 +15,7 @@ import yaml
 
 from harness import devices
 from harness.capture import costs
+from harness.capture.emit import returned_specs
 from harness.capture.fusion import FusedGroup
 from harness.capture.record import CallGroup
 
@@ -125,6 +126,7 @@ def manifest(
                 "time_share": round(result.share(f), 6),
                 "call_count": f.count,
                 "unfused_time_ms": round(f.time_ms or 0.0, 6),
+                "output_shapes": [list(o.shape) for o in returned_specs(f)],
             }
             for task_id, f in sorted(result.fused_tasks.items(), key=lambda kv: -result.share(kv[1]))
         ],

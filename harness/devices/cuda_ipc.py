@@ -1,6 +1,6 @@
 """CUDA IPC through the driver API (libcuda, by ctypes): a worker hands the judge its output tensors
 as device memory handles, so gigabytes of GPU outputs are compared where they lie instead of
-travelling through a file twice (docs/benchmarks.md, eighth session: 47 of 54 s of a 6 GB task's
+travelling through a file twice (on the H200: 47 of 54 s of a 6 GB task's
 candidate went to writing and reading its outputs).
 
 torch's own CUDA IPC (torch.multiprocessing) keeps a reference count in a /dev/shm file, which a

@@ -68,7 +68,7 @@ def _plain_scalars(inputs: list[Any]) -> list[Any]:
 # referee's clock, on the host, times the device's work rather than one launch's round trip; the
 # regions of all of them (three copies of the inputs and of the outputs) take at most this share of
 # free device memory, and never more than _MAX_SLOT_BYTES. With 2 GiB the H200's large tasks (a
-# gigabyte a call) got one slot, and each bracket paid the call's launch in full (docs/benchmarks.md).
+# gigabyte a call) got one slot, and each bracket paid the call's launch in full (docs/results.md).
 MAX_SLOTS, _SLOT_MEMORY_SHARE, _MAX_SLOT_BYTES = 32, 0.125, 16 << 30
 
 

@@ -30,12 +30,12 @@ class EvalSettings:
     # events. The hidden-work check (candidate_run._hidden_work) compares all streams' work with the
     # timed time and catches that (tests/gpu: joins_side_stream_triton, on the H200). On since every
     # call runs under the op recorder (candidate_run.Watched): its ~13 us of host time per call and op
-    # is the harness's, and without the lead a small kernel was timed at it (docs/benchmarks.md,
-    # eighth session: three resnet50 batch-norm kernels 2-5x slower).
+    # is the harness's, and without the lead a small kernel was timed at it (on the H200:
+    # three resnet50 batch-norm kernels 2-5x slower).
     gpu_lead: bool = True
     # The same lead for the baselines (eager, torch.compile). They are our code, so the hole above
     # does not apply; without it a small task's baseline is timed at its host time (compile's
-    # wrapper: 60-150 us a call on the H200, docs/benchmarks.md, fifth session). A candidate timed
+    # wrapper: 60-150 us a call on the H200). A candidate timed
     # without the lead is then compared with its baselines' GPU time: the speedup errs low, not high.
     baseline_gpu_lead: bool = True
     # Nsight Compute metrics of each profiled correct candidate (the analyst's), on a GPU whose ncu

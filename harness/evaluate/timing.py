@@ -70,7 +70,7 @@ def flush_l2(buffer: torch.Tensor, mode: str = L2_FLUSH) -> None:
     """Evict the L2 by a pass over `buffer` (uint8, a multiple of 8 bytes). "read" leaves it
     holding clean lines; "write" (a memset, as triton.testing.do_bench does) leaves it full of
     dirty lines, whose write-back then shares DRAM bandwidth with the next timed kernel and slows a
-    small memory-bound one (10-13% on 4-50 MB copies on the H200, docs/benchmarks.md)."""
+    small memory-bound one (10-13% on 4-50 MB copies on the H200, docs/results.md)."""
     if mode == "write":
         _tensor_zero(buffer)
     elif mode == "read":
@@ -227,8 +227,8 @@ def measure_together(
     model, variants of one, of no inputs) timed side by side, each with budget_ms, each on a clone
     of its own refreshed as measure does: in `rounds` rounds each runs its share, in an order
     reversed from round to round. A host shared with other work drifts: on the H200's host, eager
-    ResNet-50 took 4.2 to 7.2 ms a forward within one minute of one process (docs/benchmarks.md,
-    fifteenth session), so two calls timed a minute apart compare the moments, not the calls.
+    ResNet-50 took 4.2 to 7.2 ms a forward within one minute of one process (docs/integrate.md,
+    "Timed side by side"), so two calls timed a minute apart compare the moments, not the calls.
     Timed together, a drift falls on each alike. No GPU lead: each is timed as it serves, its host
     time counted."""
     device = devices.of(device)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ForgeBenchError
+from harness.integrate.e2e_record import Mode
 
 FORMAT = 1
 SUMS = "SHA256SUMS"
@@ -35,8 +36,20 @@ def _sha(path: Path) -> str:
 
 
 def export(found: dict, out: Path) -> Path:
-    """Write the bundle of an e2e run's kept kernels (its e2e.json, as model_run and e2e wrote it)."""
-    kept = [d for d in found["decisions"] if d["decision"] == "kept"]
+    """Write the bundle of an e2e run's kept kernels (its e2e.json, as model_run and e2e wrote it):
+    each kernel the guard kept in some mode, with the modes it was kept in, and the modes the
+    guard weighed the model in (a mode refused there is not one the bundle is verified in)."""
+    from harness.integrate.e2e_record import E2EResult
+
+    record = E2EResult.read(found)
+    verified = [m.value for m in record.verified_modes] or ["eager"]
+    kept_in = {d.task_id: ([Mode.EAGER.value] if d.kept else []) for d in record.decisions}
+    for mode in record.modes.values():
+        for task_id in mode.kept if not mode.refused else []:
+            kept_in.setdefault(task_id, [])
+            if mode.mode.value not in kept_in[task_id]:
+                kept_in[task_id].append(mode.mode.value)
+    kept = [d for d in found["decisions"] if kept_in.get(d["task_id"])]
     if not kept:
         raise ForgeBenchError(
             f"the e2e run of {found['model']} kept no kernel, so there is nothing to export; "
@@ -63,6 +76,7 @@ def export(found: dict, out: Path) -> Path:
                 "time_share": task.get("time_share"),
                 "isolated_speedup": task.get("isolated_speedup"),
                 "in_place_speedup": decision.get("in_place_speedup"),
+                "modes": kept_in[task["id"]],
             }
         )
     env = found.get("env", {})
@@ -73,7 +87,8 @@ def export(found: dict, out: Path) -> Path:
         "e2e_run": found.get("run_id"),
         "environment": {k: env.get(k) for k in _ENV_KEYS},
         "driver": found.get("driver"),
-        "e2e_speedup_vs_eager": found["timings"]["eager"]["median_ms"] / found["timings"]["patched_eager"]["median_ms"],
+        "e2e_speedup_vs_eager": record.eager_speedup,
+        "modes": verified,
         "kernels": entries,
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
@@ -187,15 +202,24 @@ def _load(bundle: Path, manifest: dict, device) -> list:
     return kernels
 
 
-def apply(model, bundle: str | Path, example_inputs: tuple | list | dict | None = None, reverify: bool = False):
+def apply(
+    model,
+    bundle: str | Path,
+    example_inputs: tuple | list | dict | None = None,
+    reverify: bool = False,
+    mode: str = "eager",
+):
     """Install a bundle's kernels in `model`, returning a callable to use in its place (the model
     compiled with the graph pass of graph_patch.py): each call at a captured signature goes to its
     kernel, every other call (and any whose kernel raises) to PyTorch. Refuses a tampered bundle, and one made on
     another device or torch/triton version unless `reverify`: then each kernel is checked and timed
-    again on the model's own activations for `example_inputs` (guard.py) and kept only if it passes."""
+    again on the model's own activations for `example_inputs` (guard.py) and kept only if it passes.
+    `mode` (e2e_record.Mode): how the model will run; only a mode the bundle was verified in is
+    taken, with the kernels kept in that mode (_installed)."""
     import torch
 
-    from harness.integrate import guard
+    from harness import devices
+    from harness.integrate import guard, modes
     from harness.integrate.graph_patch import Patch
     from harness.integrate.traced import Traced
 
@@ -203,8 +227,18 @@ def apply(model, bundle: str | Path, example_inputs: tuple | list | dict | None 
     manifest = verify(bundle)
     if manifest.get("format") != FORMAT:
         raise ForgeBenchError(f"bundle {bundle} is format {manifest.get('format')}; this ForgeBench reads {FORMAT}.")
+    verified = manifest.get("modes") or [Mode.EAGER.value]  # a bundle of before modes was weighed in eager
+    if mode not in verified:
+        raise ForgeBenchError(
+            f"apply(..., mode={mode!r}): bundle {bundle} was verified in {', '.join(verified)} only; pass one of "
+            f"those, or run `forgebench e2e --modes {mode}` and export again."
+        )
+    manifest = {**manifest, "kernels": [e for e in manifest["kernels"] if mode in e.get("modes", [Mode.EAGER.value])]}
     params = list(model.parameters()) + list(model.buffers())
     device = params[0].device if params else torch.device("cpu")
+    cannot = modes.unavailable(Mode(mode), devices.of(device))
+    if cannot:
+        raise ForgeBenchError(f"apply(..., mode={mode!r}): {cannot}; pass mode='eager'.")
     here, there = _environment_here(device), manifest["environment"]
     differs = [f"{k} {there.get(k)} there, {here.get(k)} here" for k in _ENV_KEYS if there.get(k) != here.get(k)]
     if differs and not reverify:
@@ -231,6 +265,20 @@ def apply(model, bundle: str | Path, example_inputs: tuple | list | dict | None 
         ]
         kept = [k for k, d in zip(kernels, decisions) if d.kept]
         kernels = guard.confirm(traced, run, kept, decisions, tolerance)
-    patch = Patch(kernels)
-    # With no kernel left, nothing goes in: the model runs as it is, not as its traced graph.
-    return Installed(traced.using(patch) if kernels else model, patch, decisions)
+    return _installed(Mode(mode), model, traced, Patch(kernels), decisions)
+
+
+def _installed(mode: Mode, model, traced, patch, decisions: list) -> Installed:
+    """The model with the patch's kernels in `mode`; with no kernel left, nothing goes in: the model
+    runs as it is in that mode, not as its traced graph."""
+    import torch
+
+    from harness.integrate import modes
+
+    if mode in modes.COMPILED:
+        graphs = mode in modes.GRAPHED
+        if patch.kernels:
+            return Installed(patch.compile(model, inductor=True, cudagraphs=graphs), patch, decisions)
+        return Installed(torch.compile(model, mode="reduce-overhead" if graphs else None), patch, decisions)
+    run = traced.using(patch) if patch.kernels else model
+    return Installed(modes.Replayed(run) if mode is Mode.CUDA_GRAPH else run, patch, decisions)

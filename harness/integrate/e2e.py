@@ -15,6 +15,7 @@ from pathlib import Path
 
 from harness.config import task_patterns
 from harness.errors import ForgeBenchError
+from harness.integrate.e2e_record import E2EResult
 from harness.integrate.e2e_report import summary_metrics
 from harness.tasks import Task, select
 
@@ -101,6 +102,8 @@ def run_e2e(
     timeout_s: float = 1800.0,
     overrides: list[str] | None = None,
     compile: bool = True,
+    modes: list[str] | None = None,
+    reuse_blocks: bool = True,
 ) -> dict:
     client, suite = find_run(run, tracking_uri, experiment)
     tags = suite.data.tags
@@ -126,6 +129,38 @@ def run_e2e(
     out = out.resolve()  # the model run starts in it, and reads every path in its request from there
     out.mkdir(parents=True, exist_ok=True)
     (out / "kernels").mkdir(exist_ok=True)
+    entries = _entries(tasks, kernels, out)
+    request = {
+        "model": spec,
+        "device": device,
+        "tasks": entries,
+        "budget_ms": budget_ms,
+        "kernel_budget_ms": kernel_budget_ms,
+        "result_path": str(out / "model_run.json"),
+        # conf/capture/ entries changed for this run (fewer sampling steps, say): the model then runs
+        # another workload than the capture timed, and the Amdahl prediction is the captured one's.
+        "overrides": list(overrides or []),
+        # torch.compile of a whole LLM request (prefill and decode steps unrolled) takes Inductor
+        # many minutes: the user may leave both compiled variants out, and the table says so.
+        "compile": compile,
+        # The execution modes to weigh the kernels in (modes.py); None: every mode the device runs.
+        **({"modes": list(modes)} if modes else {}),
+        # Each distinct repeated block traced once (blocks.py), or the whole model in one trace.
+        "reuse_blocks": reuse_blocks,
+    }
+    (out / "request.json").write_text(json.dumps(request, indent=1))
+    found = _model_run(out, timeout_s)
+    found.update(model=name, model_spec=spec, source_run=suite.info.run_id, tasks_of_model=len(tasks), request=request)
+    found["tasks_without_kernel"] = sorted(t.id for t in tasks if t.id not in kernels)
+    found = E2EResult.read(found).to_dict()  # checked against the record's types before it is kept
+    (out / "e2e.json").write_text(json.dumps(found, indent=1, default=str))
+    found["run_id"] = record(client, suite, found, out)
+    (out / "e2e.json").write_text(json.dumps(found, indent=1, default=str))  # now with its record's id
+    return found
+
+
+def _entries(tasks: list[Task], kernels: dict[str, tuple[str, float | None]], out: Path) -> list[dict]:
+    """The model run's task entries: each task with a kernel, its kernel written under out/kernels."""
     entries = []
     for task in tasks:
         if task.id not in kernels:
@@ -144,28 +179,7 @@ def run_e2e(
                 "isolated_speedup": speedup,
             }
         )
-    request = {
-        "model": spec,
-        "device": device,
-        "tasks": entries,
-        "budget_ms": budget_ms,
-        "kernel_budget_ms": kernel_budget_ms,
-        "result_path": str(out / "model_run.json"),
-        # conf/capture/ entries changed for this run (fewer sampling steps, say): the model then runs
-        # another workload than the capture timed, and the Amdahl prediction is the captured one's.
-        "overrides": list(overrides or []),
-        # torch.compile of a whole LLM request (prefill and decode steps unrolled) takes Inductor
-        # many minutes: the user may leave both compiled variants out, and the table says so.
-        "compile": compile,
-    }
-    (out / "request.json").write_text(json.dumps(request, indent=1))
-    found = _model_run(out, timeout_s)
-    found.update(model=name, model_spec=spec, source_run=suite.info.run_id, tasks_of_model=len(tasks), request=request)
-    found["tasks_without_kernel"] = sorted(t.id for t in tasks if t.id not in kernels)
-    (out / "e2e.json").write_text(json.dumps(found, indent=1, default=str))
-    found["run_id"] = record(client, suite, found, out)
-    (out / "e2e.json").write_text(json.dumps(found, indent=1, default=str))  # now with its record's id
-    return found
+    return entries
 
 
 def _model_run(out: Path, timeout_s: float) -> dict:
@@ -229,6 +243,8 @@ def record(client, suite, found: dict, out: Path) -> str:
         "patched_vs_eager": found["patched_vs_eager"],
         "patched_compile_vs_compile": found.get("patched_compile_vs_compile", ""),
         "overrides": " ".join(found["request"].get("overrides", [])),
+        # Each mode the kernels were weighed in, and those the guard refused (e2e_record.ModeResult).
+        "modes": " ".join(m for m, r in found.get("modes", {}).items() if not r.get("refused")),
     }
     run = client.create_run(suite.info.experiment_id, run_name=f"e2e-{found['model']}", tags=tags)
     now = int(time.time() * 1000)

@@ -1,12 +1,13 @@
 """The interposer: a torch.compile backend whose pass over the traced ATen graph replaces a
 subgraph by a kept kernel when, and only when, it makes exactly its task's calls (signature.py): the
 same ops, in the same dataflow, on tensors of the captured shapes, dtypes, strides and devices, with
-the same other arguments, and with no intermediate result read elsewhere. Every other call stays
-PyTorch's. The patched graph runs as FX code, or under Inductor (each kernel an opaque custom op
-to it). A kernel that raises falls back to the task's own calls for that call, and the fallback is
-counted.
+the same other arguments, and with no intermediate result read elsewhere that the task does not
+return (a task returning several, a residual sum beside its norm, has each reader of each rewired to
+the kernel's). Every other call stays PyTorch's. The patched graph runs as FX code, or under
+Inductor (each kernel an opaque custom op to it). A kernel that raises falls back to the task's
+own calls for that call, and the fallback is counted.
 
-Chosen by measurement (docs/benchmarks.md, ninth session): a dispatch mode sees every ATen call of
+Chosen by measurement (docs/integrate.md, "Why a graph pass"): a dispatch mode sees every ATen call of
 the forward from Python, 17.7 us each on the H200's host, which made ResNet-50 1.75-2.4x slower with
 no kernel in it. The pass decides once, when the graph is traced, and pays nothing for the calls it
 leaves alone; the graph says which outputs anything reads, and in-place calls are functional there.
@@ -20,6 +21,7 @@ With `record`, the pass leaves the calls as they are and copies the inputs and o
 from __future__ import annotations
 
 import copy
+import operator
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -74,7 +76,7 @@ class Patch:
         self._runs: Counter = Counter()
         self._sites: dict[torch.fx.GraphModule, Counter] = {}  # recording: matches of each task in each graph
 
-    def compile(self, model: torch.nn.Module, inductor: bool = False):
+    def compile(self, model: torch.nn.Module, inductor: bool = False, cudagraphs: bool = False):
         """The model under the pass: its graphs run as FX code, or with `inductor` are compiled by
         Inductor around the kernels (each an opaque custom op to it). Inductor's decompositions of
         the kernels' ops are left out, so the pass sees them as the capture recorded them. To run
@@ -106,7 +108,9 @@ class Patch:
                 torch._functorch.config.patch(enable_autograd_cache=False),
                 torch._inductor.config.patch(fx_graph_cache=False),
             ):
-                return compile_fx(gm, example_inputs, inner_compile=inner, decompositions=table)
+                # cudagraphs: Inductor's CUDA graphs, as torch.compile(mode="reduce-overhead") sets them.
+                patches = {"triton.cudagraphs": True} if cudagraphs else None
+                return compile_fx(gm, example_inputs, inner_compile=inner, decompositions=table, config_patches=patches)
 
         return torch.compile(model, backend=backend, dynamic=False)
 
@@ -178,70 +182,103 @@ class Patch:
         return gm
 
     def _replace(self, gm: torch.fx.GraphModule, match: Match, kernel: Kernel) -> set[torch.fx.Node]:
-        """The match's last call becomes a call of the kernel's custom op on the subgraph's inputs;
-        the chain's calls then feed nothing: they are returned, to be erased."""
-        final = match.steps[kernel.call.final]
-        value = final.meta.get("val")
-        if kernel.call.outputs_per_step[kernel.call.final] > 1:
-            value = value[kernel.call.output_index]
-        layouts = [_strided(match.inputs[i].meta.get("val")) for i in range(kernel.call.n_inputs)]
-        op = self._custom_op(kernel, value, layouts)
+        """The match's last call becomes a call of the kernel's custom op on the subgraph's inputs,
+        and every reader outside the match of a result the task returns reads the kernel's (its
+        getitems, where the task returns several); the chain's calls then feed nothing: they are
+        returned, to be erased."""
+        call = kernel.call
+        final = match.steps[call.final]
+        inside = set(match.steps.values()) | match.reads
+        # Per returned result: the graph node holding it (a multi-output op's getitem of it, if read).
+        holders = []
+        for out in call.outputs:
+            node = match.steps[out.step]
+            if call.outputs_per_step[out.step] > 1:
+                gets = [u for u in node.users if u.target is operator.getitem and u.args[1] == out.output]
+                holders.append((gets, node.meta["val"][out.output]))
+            else:
+                holders.append(([node], node.meta["val"]))
+        values = [value for _, value in holders]
+        layouts = [_strided(match.inputs[i].meta.get("val")) for i in range(call.n_inputs)]
+        op = self._custom_op(kernel, values, layouts)
         with gm.graph.inserting_before(final):
-            new = gm.graph.call_function(op, tuple(match.inputs[i] for i in range(kernel.call.n_inputs)))
-        new.meta["val"] = value
+            new = gm.graph.call_function(op, tuple(match.inputs[i] for i in range(call.n_inputs)))
+            getters = [
+                gm.graph.call_function(operator.getitem, (new, k)) for k in range(len(values) if call.multi else 0)
+            ]
+        results = getters or [new]  # a lone result is the op's own: it returns a tensor, not a tuple
+        new.meta["val"] = tuple(values) if call.multi else values[0]
+        for result, value in zip(results, values):
+            result.meta["val"] = value
         # The inputs as the pass matched them: what Inductor holds an exact-strides op's inputs to
         # (kept by op too, for a graph traced again after the pass).
-        self._matched[op] = (tuple(match.inputs[i].meta.get("val") for i in range(kernel.call.n_inputs)), {})
+        self._matched[op] = (tuple(match.inputs[i].meta.get("val") for i in range(call.n_inputs)), {})
         new.meta["eager_input_vals"] = self._matched[op]
-        readers = list(final.users) if kernel.call.outputs_per_step[kernel.call.final] > 1 else [final]
-        for reader in readers:  # of a multi-output op, the getitems of the one output read
-            reader.replace_all_uses_with(new)
+        for (nodes, _), result in zip(holders, results):
+            for node in nodes:
+                node.replace_all_uses_with(result, delete_user_cb=lambda user: user not in inside)
         self.replaced += 1
-        return set(match.steps.values()) | match.reads | set(readers)
+        return inside | {n for nodes, _ in holders for n in nodes}
 
-    def _custom_op(self, kernel: Kernel, value: torch.Tensor, layouts: list[tuple]):
-        """The kernel as an op of its own (forgebench_e2e::kN(Tensor i0, Tensor i1, ...) -> Tensor): opaque to
-        Inductor, which calls it as it would a library kernel, and plain in an FX graph. Inductor
-        may lay tensors out otherwise than the graph did (channels-last around convolutions): the
-        tag makes it hand the op its inputs in the strides they had when the pass matched them."""
+    def _custom_op(self, kernel: Kernel, values: list[torch.Tensor], layouts: list[tuple]):
+        """The kernel as an op of its own (forgebench_e2e::kN(Tensor i0, Tensor i1, ...) -> Tensor, or
+        a tuple of as many tensors as the task returns): opaque to Inductor, which calls it as it
+        would a library kernel, and plain in an FX graph. Inductor may lay tensors out otherwise
+        than the graph did (channels-last around convolutions): the tag makes it hand the op its
+        inputs in the strides they had when the pass matched them."""
         global _OPS
         _OPS += 1
         name = f"k{_OPS}"
         # One argument a tensor: Inductor keeps the strides of tensor arguments, not of a list's items.
         arguments = ", ".join(f"Tensor i{j}" for j in range(len(layouts)))
-        self._library.define(f"{name}({arguments}) -> Tensor", tags=(_EXACT_STRIDES,))
-        run = self._replacement(kernel, value, layouts)
+        returns = "Tensor" if len(values) == 1 else "(" + ", ".join("Tensor" for _ in values) + ")"
+        self._library.define(f"{name}({arguments}) -> {returns}", tags=(_EXACT_STRIDES,))
+        run = self._replacement(kernel, values, layouts)
         self._library.impl(name, run, "CompositeExplicitAutograd")
-        shape, stride, dtype, device = tuple(value.shape), tuple(value.stride()), value.dtype, value.device
+        declared = [(tuple(v.shape), tuple(v.stride()), v.dtype, v.device) for v in values]
 
         def fake(*inputs):
-            return torch.empty_strided(shape, stride, dtype=dtype, device=device)
+            made = [torch.empty_strided(shape, stride, dtype=dtype, device=at) for shape, stride, dtype, at in declared]
+            return made[0] if len(made) == 1 else tuple(made)
 
         torch.library.register_fake(f"{_NAMESPACE}::{name}", fake, lib=self._library)
         return getattr(getattr(torch.ops, _NAMESPACE), name).default
 
-    def _replacement(self, kernel: Kernel, expected: torch.Tensor, layouts: list[tuple]):
+    def _replacement(self, kernel: Kernel, expected: list[torch.Tensor], layouts: list[tuple]):
         """What the custom op runs: the kernel (or, recording, the task's own calls) on the
         subgraph's inputs; the task's calls again if the kernel raises or an input arrives in
-        another layout than the one matched (a kernel may assume it); its result in the layout
-        the graph declared for it."""
+        another layout than the one matched (a kernel may assume it); its results in the layouts
+        the graph declared for them."""
         call = kernel.call
-        shape, stride, dtype, device = tuple(expected.shape), tuple(expected.stride()), expected.dtype, expected.device
+        wanted = [(tuple(e.shape), tuple(e.stride()), e.dtype, e.device) for e in expected]
 
-        def declared(result: torch.Tensor, inputs: tuple) -> torch.Tensor:
-            """The result as the op's schema and fake declare it: a new tensor (one sharing an input's
-            storage is copied), in the graph's strides."""
-            if tuple(result.stride()) != stride or _shares_storage(result, inputs):
-                return torch.empty_strided(shape, stride, dtype=dtype, device=result.device).copy_(result)
-            return result
+        def declared(result, inputs: tuple):
+            """The results as the op's schema and fake declare them: new tensors (one sharing an input's
+            storage, or another result's, is copied), in the graph's strides."""
+            results = list(result) if call.multi else [result]
+            made = []
+            for t, (shape, stride, dtype, _) in zip(results, wanted):
+                if tuple(t.stride()) != stride or _shares_storage(t, (*inputs, *made)):
+                    t = torch.empty_strided(shape, stride, dtype=dtype, device=t.device).copy_(t)
+                made.append(t)
+            return tuple(made) if call.multi else made[0]
+
+        def checked(result) -> None:
+            """TypeError unless the kernel returned what the task does: as many tensors, each as declared."""
+            results = list(result) if call.multi and isinstance(result, (tuple, list)) else [result]
+            if len(results) != len(wanted) or not all(isinstance(t, torch.Tensor) for t in results):
+                raise TypeError(f"the kernel returned {type(result).__name__}, not {len(wanted)} tensor(s)")
+            for t, (shape, _, dtype, device) in zip(results, wanted):
+                if tuple(t.shape) != shape or t.dtype != dtype or t.device.type != device.type:
+                    raise TypeError(f"the kernel returned {t.dtype} {tuple(t.shape)} on {t.device}")
 
         def forgebench_kernel(*inputs):
             if self.record:
                 result = call.replay(list(inputs))
                 if len(self.recorded[kernel.task_id]) < MAX_RECORDED:
                     # Copied with their strides: a kernel is checked on the layout the model gives it.
-                    copies, (output,) = clone_inputs(inputs), clone_inputs([result])
-                    self.recorded[kernel.task_id].append((copies, output))
+                    copies, outputs = clone_inputs(inputs), clone_inputs(list(result) if call.multi else [result])
+                    self.recorded[kernel.task_id].append((copies, tuple(outputs) if call.multi else outputs[0]))
                 return declared(result, inputs)
             if kernel.task_id in self.off:
                 return declared(call.replay(list(inputs)), inputs)
@@ -250,10 +287,7 @@ class Patch:
                 if moved:
                     raise TypeError(f"input {moved[0]} arrived as {_strided(inputs[moved[0]])}, not as matched")
                 result = kernel.module(*inputs)
-                if not isinstance(result, torch.Tensor):
-                    raise TypeError(f"the kernel returned {type(result).__name__}, not a tensor")
-                if tuple(result.shape) != shape or result.dtype != dtype or result.device.type != device.type:
-                    raise TypeError(f"the kernel returned {result.dtype} {tuple(result.shape)} on {result.device}")
+                checked(result)
             except Exception as exc:  # the guard's run-time half: PyTorch answers instead
                 self.fallbacks[kernel.task_id] += 1
                 self.errors.setdefault(kernel.task_id, f"{type(exc).__name__}: {exc}"[:300])

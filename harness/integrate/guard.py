@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import torch
@@ -20,25 +19,9 @@ import torch
 from harness.evaluate import timing
 from harness.evaluate.checks import compare, mutated_inputs
 from harness.evaluate.timing import clone_inputs
+from harness.integrate.e2e_record import Decision, GuardDecision
 from harness.integrate.graph_patch import Kernel, Patch
 from harness.integrate.traced import Traced
-
-
-@dataclass
-class Decision:
-    task_id: str
-    # kept | incorrect_in_model | slower_in_place | slower_in_model | never_called | not_integrable | failed_to_load
-    decision: str
-    reason: str = ""
-    calls_checked: int = 0
-    op_ms: float | None = None
-    kernel_ms: float | None = None
-    in_place_speedup: float | None = None
-    figures: dict = field(default_factory=dict)
-
-    @property
-    def kept(self) -> bool:
-        return self.decision == "kept"
 
 
 def record(model: Traced, run: Callable[[Any], Any], kernels: list[Kernel]) -> tuple[dict, dict, Counter]:
@@ -75,13 +58,13 @@ def check(kernel: Kernel, calls: list[tuple[list, torch.Tensor]], tolerance: dic
             got = kernel.module(*inputs)
         except Exception as exc:
             reason = f"it raised on the model's call {i + 1}: {type(exc).__name__}: {exc}"[:400]
-            return Decision(kernel.task_id, "incorrect_in_model", reason, i + 1)
+            return Decision(kernel.task_id, GuardDecision.INCORRECT_IN_MODEL, reason, i + 1)
         mismatch = compare(expected, got, tolerance)
         changed = mutated_inputs(before, inputs)
         if mismatch or changed:
             why = mismatch.reason if mismatch else changed
             reason = f"wrong on the model's own activations (call {i + 1} of {len(calls)}): {why}"
-            return Decision(kernel.task_id, "incorrect_in_model", reason[:600], i + 1)
+            return Decision(kernel.task_id, GuardDecision.INCORRECT_IN_MODEL, reason[:600], i + 1)
     return None
 
 
@@ -119,10 +102,10 @@ def decide(
     left_open: str | None = None,
 ) -> Decision:
     if not calls and left_open:
-        return Decision(kernel.task_id, "not_integrable", left_open)
+        return Decision(kernel.task_id, GuardDecision.NOT_INTEGRABLE, left_open)
     if not calls:
         reason = "the model made no calls matching its task's, at the shapes, dtypes and layouts it was captured at"
-        return Decision(kernel.task_id, "never_called", reason)
+        return Decision(kernel.task_id, GuardDecision.NEVER_CALLED, reason)
     wrong = check(kernel, calls, tolerance)
     if wrong:
         return wrong
@@ -136,7 +119,7 @@ def decide(
     op_t, kernel_t = together["op"], together["kernel"]
     decision = Decision(
         kernel.task_id,
-        "kept",
+        GuardDecision.KEPT,
         calls_checked=len(calls),
         op_ms=op_t.median_ms,
         kernel_ms=kernel_t.median_ms,
@@ -151,7 +134,7 @@ def decide(
         },
     )
     if not kernel_t.p80_ms < op_t.p20_ms:
-        decision.decision = "slower_in_place"
+        decision.decision = GuardDecision.SLOWER_IN_PLACE
         decision.reason = (
             f"in place it takes {kernel_t.median_ms:.4g} ms (p80 {kernel_t.p80_ms:.4g}) against the task's calls' "
             f"{op_t.median_ms:.4g} ms (p20 {op_t.p20_ms:.4g}): not faster by more than the timing spread"
@@ -192,8 +175,8 @@ def _no_gain(run: Run) -> bool:
     """Whether a phase is held to be slower with the kernels. Kernels are optional and the model
     as it is the safe default, so doubt goes against them: a phase timed on its own pass (the
     whole forward, an LLM's prefill) where a kernel ran must not be slower at the median, spreads
-    or not (ResNet-50 on the H200's drifting host: 0.89x at the median, a tie by the spreads,
-    fifteenth session); a phase got by difference (a decode step: two timings of 100 ms each,
+    or not (ResNet-50 on the H200's drifting host: 0.89x at the median, a tie by the
+    spreads); a phase got by difference (a decode step: two timings of 100 ms each,
     less each other) only beyond the spreads."""
     if versus(run.timing, run.eager) == "slower":
         return True
@@ -208,6 +191,7 @@ def settle(
     decisions: list[Decision],
     patched: Callable[[list[Kernel]], dict[str, Run]],
     confirm: Callable[[list[Kernel]], list[Kernel]],
+    baseline: str = "eager",
 ) -> tuple[list[Kernel], dict[str, Run]]:
     """The kept kernels no phase of the model is slower with, and the last patched runs.
     `patched(kernels)` gives a Run of each phase the model is reported by (the whole forward; an
@@ -219,7 +203,8 @@ def settle(
     goes (its decision becomes slower_in_model), and the rest are confirmed and timed again. A
     slower phase that ran no kernel is the graph pass's own cost: the kernels that ran elsewhere
     all go, and the model runs as it is. With no kernel that ran left, what is slower is the graph
-    pass itself."""
+    pass itself. In another execution mode (modes.py) each Run holds that mode with no kernel as
+    `eager`, and `baseline` names it in the reasons."""
     by_id = {d.task_id: d for d in decisions}
     runs = patched(kept)
 
@@ -235,11 +220,13 @@ def settle(
         hits, timing = runs[name].hits, runs[name].timing
         took = f"with it and {len(kept) - 1} other kept kernels in place the {name} took {timing['median_ms']:.4g} ms"
         base = runs[name].eager
-        against = f"(p20 {timing['p20_ms']:.4g}) against eager's {base['median_ms']:.4g} ms (p80 {base['p80_ms']:.4g})"
+        against = (
+            f"(p20 {timing['p20_ms']:.4g}) against {baseline}'s {base['median_ms']:.4g} ms (p80 {base['p80_ms']:.4g})"
+        )
         if not ran(hits):
             going = list(anywhere.values())
             for k in going:
-                by_id[k.task_id].decision = "slower_in_model"
+                by_id[k.task_id].decision = GuardDecision.SLOWER_IN_MODEL
                 by_id[k.task_id].reason = (
                     f"{took} {against}, and ran no kernel there: the graph pass alone made it slower, so every "
                     "kernel went and the model runs as it is"
@@ -251,7 +238,7 @@ def settle(
                 return ((d.op_ms or 0.0) - (d.kernel_ms or 0.0)) * hits.get(k.task_id, 0)
 
             going = [min(ran(hits), key=saving)]
-            by_id[going[0].task_id].decision = "slower_in_model"
+            by_id[going[0].task_id].decision = GuardDecision.SLOWER_IN_MODEL
             by_id[going[0].task_id].reason = (
                 f"{took} {against}; it saved the least there in place ({saving(going[0]) * 1e3:.3g} us a forward), "
                 "so it went first"

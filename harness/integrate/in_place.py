@@ -3,7 +3,7 @@
 Dynamo's ATen graph is functional: each `x[:, i] = y` of the model becomes a select_scatter that
 copies all of x, and a loop of them (Qwen3.5's chunked delta rule writes its output one chunk at a
 time) copies it once a chunk. That made the bare graph pass 1.4x slower than eager on the H200
-(docs/benchmarks.md, twelfth session). torch's reinplace pass turns the scatters back into writes
+(docs/integrate.md). torch's reinplace pass turns the scatters back into writes
 through views, and out-of-place calls into in-place ones, where no other reader sees the
 difference; Inductor does as much for the graphs it compiles. The calls it must not touch are
 hidden from it (it takes only OpOverloads) and given back after.
@@ -12,6 +12,7 @@ hidden from it (it takes only OpOverloads) and given back after.
 from __future__ import annotations
 
 import copy
+import operator
 
 import torch
 
@@ -63,9 +64,12 @@ def _calls_op(node: torch.fx.Node) -> bool:
 
 
 def _kernel_results(graph: torch.fx.Graph, namespace: str) -> set[torch.fx.Node]:
-    """The kernels' results in a graph, and every view of them."""
+    """The kernels' results in a graph (each of a kernel's several, where its task returns a tuple),
+    and every view of them."""
     found: set[torch.fx.Node] = set()
     for node in graph.nodes:  # in order: a view comes after what it views
+        if node.op == "call_function" and node.target is operator.getitem and node.args[0] in found:
+            found.add(node)
         if not _calls_op(node):
             continue
         if node.target.namespace == namespace or (node.target.is_view and node.args and node.args[0] in found):

@@ -2,8 +2,9 @@
 makes the calls it was captured from: one op, or a chain of them in which each reads an earlier
 one's result. Run once under a recorder, it gives `TaskCall`: every step's op and arguments, each
 tensor argument either one of forward's inputs (by its shape, dtype, strides and device) or an
-earlier step's output, every other argument by value. The graph pass (graph_patch.py) replaces a
-subgraph only where it matches all of that; any other call stays PyTorch's.
+earlier step's output, every other argument by value, and which steps' outputs forward returns (one,
+or several: a residual sum beside its norm). The graph pass (graph_patch.py) replaces a subgraph only
+where it matches all of that; any other call stays PyTorch's.
 """
 
 from __future__ import annotations
@@ -51,26 +52,41 @@ class Step:
 @dataclass
 class TaskCall:
     """The task's calls: steps of (op, args, kwargs) whose tensors are Input or Step, the rest
-    values; which step's which output forward returns, and how many outputs each step's op has."""
+    values; the steps' outputs forward returns (a tuple of them when there are several), and how
+    many outputs each step's op has."""
 
     steps: list[tuple[Any, tuple, dict]]
     n_inputs: int
-    final: int
-    output_index: int
+    outputs: list[Step]
     outputs_per_step: list[int]
 
     @property
+    def final(self) -> int:
+        """The latest step whose result forward returns: where the graph pass starts matching."""
+        return max(out.step for out in self.outputs)
+
+    @property
     def anchor(self):
-        """The op of the step whose result forward returns: where the graph pass starts matching."""
+        """The op of the final step."""
         return self.steps[self.final][0]
 
+    @property
+    def multi(self) -> bool:
+        """Whether forward returns a tuple of several results (the kernel's op then returns as many)."""
+        return len(self.outputs) > 1
+
+    def returned(self, step: int) -> set[int]:
+        """Which outputs of a step forward returns (none for a step inside the chain)."""
+        return {out.output for out in self.outputs if out.step == step}
+
     def replay(self, inputs: list[Any]) -> Any:
-        """The task's own calls on these inputs: the op's answer a kernel replaces."""
+        """The task's own calls on these inputs: the answer a kernel replaces (a tuple when several)."""
         results: list[list[Any]] = []
         for op, args, kwargs in self.steps:
             args, kwargs = _filled(args, kwargs, inputs, results)
             results.append(tree_flatten(op(*args, **kwargs))[0])
-        return results[self.final][self.output_index]
+        returned = [results[out.step][out.output] for out in self.outputs]
+        return tuple(returned) if self.multi else returned[0]
 
     def module(self) -> torch.fx.GraphModule | None:
         """The task's calls as FX code, each step one direct ATen call, as eager makes it: what the
@@ -86,7 +102,8 @@ class TaskCall:
             node = graph.call_function(op, *_filled(args, kwargs, inputs, results))
             outputs = range(len(returns)) if len(returns) > 1 else []
             results.append([graph.call_function(operator.getitem, (node, k)) for k in outputs] or [node])
-        graph.output(results[self.final][self.output_index])
+        returned = [results[out.step][out.output] for out in self.outputs]
+        graph.output(tuple(returned) if self.multi else returned[0])
         return torch.fx.GraphModule(torch.nn.Module(), graph)
 
 
@@ -157,7 +174,10 @@ def task_call(reference, inputs: list[Any]) -> TaskCall:
                 produced.setdefault(id(t), Step(j, k))
     if used != set(range(len(inputs))):
         raise NotIntegrable("forward has inputs its calls never read")
-    final = produced.get(id(returned))
-    if final is None:
-        raise NotIntegrable("forward does not return one of its calls' outputs as it is")
-    return TaskCall(steps, len(inputs), final.step, final.output, counts)
+    results = list(returned) if isinstance(returned, tuple) else [returned]
+    outputs = [produced.get(id(r)) if isinstance(r, torch.Tensor) else None for r in results]
+    if not outputs or None in outputs:
+        raise NotIntegrable("forward does not return its calls' outputs as they are")
+    if len(set(outputs)) != len(outputs):
+        raise NotIntegrable("forward returns one of its calls' outputs twice")
+    return TaskCall(steps, len(inputs), outputs, counts)

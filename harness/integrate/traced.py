@@ -7,14 +7,17 @@ from __future__ import annotations
 import functools
 import sys
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
 from harness.errors import ForgeBenchError
 
-if TYPE_CHECKING:
-    from harness.integrate.graph_patch import Patch
+
+class GraphPass(Protocol):
+    """A pass over traced graphs (graph_patch.Patch): each graph as the pass runs it."""
+
+    def over(self, traced: torch.fx.GraphModule) -> torch.fx.GraphModule: ...
 
 
 class Traced:
@@ -23,11 +26,13 @@ class Traced:
     pass all share one trace. Tracing is the dear part: an LLM's prefill and eight decode steps
     unroll into one graph of some 70,000 calls, minutes a trace (docs/integrate.md)."""
 
-    def __init__(self, model: torch.nn.Module):
+    def __init__(self, model: torch.nn.Module, reuse_blocks: bool = True):
         from torch._dynamo.backends.common import aot_autograd
 
+        from harness.integrate import blocks
+
         self.graphs: list[torch.fx.GraphModule] = []
-        self.patch: Patch | None = None
+        self.patch: GraphPass | None = None
         # Forward graphs only: a backward graph's adds and muls are the gradient's, not the task's.
         traces = aot_autograd(fw_compiler=self._traced, bw_compiler=lambda gm, _: gm)
 
@@ -35,9 +40,21 @@ class Traced:
             with _traced_as_eager_calls():  # while it traces only: the runs pay nothing for it
                 return traces(gm, example_inputs)
 
-        self._compiled = torch.compile(model, backend=backend, dynamic=False)
+        # A model of repeated blocks is traced block by block, each distinct block once (blocks.py).
+        found = blocks.repeated(model) if reuse_blocks else []
+        self.traced_as = blocks.described(found)
+        if found:
+            regions = blocks.Regions(found, lambda forward: torch.compile(forward, backend=backend, dynamic=False))
 
-    def using(self, patch: Patch):
+            def compiled(*args, **kwargs):
+                with regions.installed():
+                    return model(*args, **kwargs)
+
+            self._compiled = compiled
+        else:
+            self._compiled = torch.compile(model, backend=backend, dynamic=False)
+
+    def using(self, patch: GraphPass):
         """The model, run with `patch` over its graphs."""
 
         def run(*args, **kwargs):
@@ -69,7 +86,7 @@ class Traced:
 #   120 ms against eager's 61 ms on the CPU machine; SD3.5's VAE upsamples to 1024x1024 three times;
 # - dropout in eval becomes a clone, a full copy that eager does not make (eager returns its
 #   input): one a ResNet block of SD3.5's VAE, and more in each transformer block.
-# (docs/integrate.md, twelfth session.)
+# (docs/integrate.md, "Ops traced as eager calls them".)
 _DECOMPOSED_AT = (torch._C.DispatchKey.CompositeImplicitAutograd, torch._C.DispatchKey.Autograd)
 
 

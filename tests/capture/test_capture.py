@@ -5,17 +5,18 @@ one-sentence errors for a model that cannot be found or built."""
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
 
+from forgebench.cli import main
 from harness.capture import costs, past_cut
-from harness.capture.emit import fused_operator, fused_reference_source, reference_source
+from harness.capture.emit import fused_operator, fused_reference_source, fused_task_fields, reference_source
 from harness.capture.fusion import EPILOGUES, NORM_CHAINS, FusionTracker, StorageNumbers
 from harness.capture.record import CallRecorder
-from harness.cli import main
 from harness.errors import ForgeBenchError
 from harness.evaluate.checks import COPIES, is_allowed
 from harness.tasks import discover, load_reference_module, load_task_dir
@@ -29,7 +30,7 @@ MODEL = "capture_fixture_model"
 
 def forgebench(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "harness.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "forgebench.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=300
     )
 
 
@@ -258,7 +259,9 @@ def test_fused_tasks_load_and_trace_to_their_operator(captured):
         module = load_reference_module(task.reference_path, f"fused_{task.id}")
         with torch.no_grad():
             out = module.Model()(*module.get_inputs())
-        assert torch.isfinite(out.float()).all(), task.id
+        outputs = out if isinstance(out, tuple) else (out,)  # a residual sum beside its norm: two
+        assert [list(o.shape) for o in outputs] == listed[task.id]["output_shapes"], task.id
+        assert all(torch.isfinite(o.float()).all() for o in outputs), task.id
 
 
 def test_coverage_target_takes_the_costliest_groups_until_it_is_met(tmp_path):
@@ -485,3 +488,64 @@ def test_an_llm_kept_to_its_first_layers_keeps_the_layer_pattern():
     work = from_builtin("qwen35", torch.device("meta"), None, ["capture.workload.layers=4"])
     config = work.model.lm.config
     assert config.num_hidden_layers == 4 and config.layer_types == ["linear_attention"] * 3 + ["full_attention"]
+
+
+def _residual_block(norm: RMSNorm, w: torch.Tensor, last: bool = False):
+    def block(x, r):
+        h = x + r  # the residual sum: the norm reads it, and (but in the last layer) the residual stream
+        y = norm(h) @ w
+        return y if last else h + y
+
+    return block
+
+
+def test_a_residual_sum_read_again_after_its_norm_is_a_second_output_of_the_chain():
+    # Qwen3.5's and Gemma's decoder layers: the sum feeds the norm and the residual stream, as
+    # FlashInfer's fused_add_rmsnorm returns both. The chain's task returns both, in call order.
+    norm, w = RMSNorm(), torch.randn(HIDDEN, HIDDEN)
+    norm.weight.data = torch.randn(HIDDEN)
+    x, r = torch.randn(3, 5, HIDDEN, dtype=torch.bfloat16), torch.randn(3, 5, HIDDEN, dtype=torch.bfloat16)
+    fused, _ = _fused(_residual_block(norm, w), x, r)
+    (chain,) = [f for f in fused if f.ops[0] == "add"]
+    assert chain.ops == ["add", "_to_copy", "pow", "mean", "add", "rsqrt", "mul", "_to_copy", "mul"]
+    assert chain.outputs == ((0, 0), (8, None))
+    got = _run_reference(fused_reference_source("m", chain), [x, r, norm.weight])
+    assert isinstance(got, tuple) and len(got) == 2
+    torch.testing.assert_close(got[0], x + r, rtol=0, atol=0)
+    torch.testing.assert_close(got[1], norm(x + r), rtol=0, atol=0)
+    fields, _ = fused_task_fields("m", chain, 0.1, "cpu")
+    assert "multi-output" in fields["tags"] and "returns 2 results" in fields["description"]
+    written = 3 * 5 * HIDDEN * (2 + 4)  # both results written once: the bf16 sum, the fp32 norm
+    assert fields["bytes_moved"] == 2 * 3 * 5 * HIDDEN * 2 + HIDDEN * 4 + written
+    assert fields["id"] != fused_task_fields("m", replace(chain, outputs=()), 0.1, "cpu")[0]["id"]
+
+
+def test_a_residual_sum_nothing_else_reads_leaves_the_chain_one_output():
+    # The last layer's sum feeds the final norm alone: the task is as it always was, id included.
+    norm, w = RMSNorm(), torch.randn(HIDDEN, HIDDEN)
+    x, r = torch.randn(3, 5, HIDDEN, dtype=torch.bfloat16), torch.randn(3, 5, HIDDEN, dtype=torch.bfloat16)
+    fused, _ = _fused(_residual_block(norm, w, last=True), x, r)
+    (chain,) = [f for f in fused if f.ops[0] == "add"]
+    assert chain.outputs == () and chain.results == ((8, None),)
+    got = _run_reference(fused_reference_source("m", chain), [x, r, norm.weight])
+    torch.testing.assert_close(got, norm(x + r), rtol=0, atol=0)
+    assert "multi-output" not in fused_task_fields("m", chain, 0.1, "cpu")[0]["tags"]
+
+
+def test_a_captured_residual_and_norm_chain_is_a_two_output_task_that_validates(tmp_path):
+    args = ["--device", "cpu", "--out", str(tmp_path), "--budget-ms", "10", "--min-share", "0.0001", "--coverage", "1"]
+    run = forgebench("capture", "--model", "tests.residual_norm_fixture_model:build", *args)
+    assert run.returncode == 0, run.stderr
+    (task,) = [t for t in discover(tmp_path) if "multi-output" in t.tags]
+    assert task.fused and task.operator == "add+pow+mean+rsqrt+mul" and signature(task).operator == task.operator
+    manifest = yaml.safe_load((tmp_path / "residual_norm_fixture_model" / "manifest.yaml").read_text())
+    listed = {t["id"]: t for t in manifest["fused_tasks"]}
+    assert listed[task.id]["output_shapes"] == [[64, 512], [64, 512]]
+    module = load_reference_module(task.reference_path, f"fused_{task.id}")
+    x, r, weight = module.get_inputs()
+    with torch.no_grad():
+        total, normed = module.Model()(x, r, weight)
+    torch.testing.assert_close(total, x + r, rtol=0, atol=0)
+    torch.testing.assert_close(normed, weight * (total * torch.rsqrt(total.pow(2).mean(-1, keepdim=True) + 1e-6)))
+    run = forgebench("tasks", "validate", "--run", "cpu", str(tmp_path))
+    assert run.returncode == 0 and "tasks valid (each reference run once on cpu)" in run.stdout, run.stdout

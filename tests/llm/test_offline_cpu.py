@@ -3,6 +3,7 @@ tests/cpu_mlp_fixture_model.py gives addmm and mm (linear layers), native_layer_
 layer-norm + GELU chain and the addmm + residual-add epilogue, and the model writes a C++ candidate
 for each that the real evaluator, which forbids PyTorch compute in a captured task, finds correct."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from harness.llm.offline.writers import FAMILIES, plan_for
 from harness.platforms.base import Platform
 from harness.prompts import build_messages
 from harness.tasks import Task, discover
+from tests.residual_norm_fixture_model import captured_chain
 
 CPU = Platform("cpu", "cpu", "C++")
 REPO = Path(__file__).resolve().parents[2]
@@ -40,7 +42,7 @@ def mlp_tasks(tmp_path_factory) -> dict[str, list[Task]]:
     out = tmp_path_factory.mktemp("captured")
     args = ["--device", "cpu", "--out", str(out), "--budget-ms", "10", "--min-share", "0.0001", "--coverage", "1"]
     run = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "capture", "--model", "tests.cpu_mlp_fixture_model:build", *args],
+        [sys.executable, "-m", "forgebench.cli", "capture", "--model", "tests.cpu_mlp_fixture_model:build", *args],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -97,3 +99,31 @@ def test_captured_matmul_norm_and_chain_candidates_are_correct(mlp_tasks, evalua
         assert code.splitlines()[0].startswith(f"# approach: offline {SERVED[operator]} ")
         result = evaluator.evaluate(task, code)
         assert result.correct, f"{task.id}: {result.verdict}: {result.reason}"
+
+
+@pytest.fixture(scope="module")
+def residual_norm_task(tmp_path_factory) -> Task:
+    """The residual add + RMSNorm chain of tests/residual_norm_fixture_model.py, captured with both
+    its outputs: the sum, which the residual stream reads too, and the normed result."""
+    return captured_chain(tmp_path_factory.mktemp("residual_norm"))
+
+
+def test_a_residual_sum_and_its_norm_are_one_cpu_kernel_writing_both(residual_norm_task):
+    plan = plan_for(parse_task(build_messages(residual_norm_task, CPU, "new", [])[1]["content"]))
+    assert not isinstance(plan, str), plan
+    assert plan.family.name == "cpu_rows" and plan.kernel.out_shapes == [[64, 512], [64, 512]]
+    assert all(plan.kernel.results)  # both stored in the row's last loop, neither one value a row
+
+
+@pytest.mark.slow
+def test_a_two_output_kernel_is_judged_on_each_output(residual_norm_task, evaluator):
+    code = extract_code(reply(residual_norm_task))
+    assert code is not None and code.splitlines()[0].startswith("# approach: offline cpu_rows ")
+    result = evaluator.evaluate(residual_norm_task, code)
+    assert result.correct, f"{result.verdict}: {result.reason}"
+    # Planted: one output 1% off, the other right. Each is judged: either makes the kernel incorrect.
+    for k in (0, 1):
+        wrong, found = re.subn(rf"y{k}\[c\] = (\w+);", rf"y{k}[c] = \1 * 1.01f;", code)
+        assert found == 1, code
+        result = evaluator.evaluate(residual_norm_task, wrong)
+        assert result.verdict == "incorrect" and f"output {k} differs" in result.reason, (k, result.reason)

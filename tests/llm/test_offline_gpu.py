@@ -201,6 +201,21 @@ CAPTURED = {
         "draw([3, 7, 100], torch.float16)",
         "triton_rows",
     ),
+    # A residual add whose sum the model also reads (Qwen3.5, Gemma): the sum and its RMSNorm, both returned.
+    "residual_add_rmsnorm_both_outputs": (
+        "t0 = torch.ops.aten.add.Tensor(x0, x1)\n"
+        "t1 = torch.ops.aten._to_copy.default(t0, dtype=torch.float32)\n"
+        "t2 = torch.ops.aten.pow.Tensor_Scalar(t1, 2)\n"
+        "t3 = torch.ops.aten.mean.dim(t2, [-1], True)\n"
+        "t4 = torch.ops.aten.add.Tensor(t3, 1e-06)\n"
+        "t5 = torch.ops.aten.rsqrt.default(t4)\n"
+        "t6 = torch.ops.aten.mul.Tensor(t1, t5)\n"
+        "t7 = torch.ops.aten._to_copy.default(t6, dtype=torch.bfloat16)\n"
+        "t8 = torch.ops.aten.mul.Tensor(x2, t7)\n"
+        "return t0, t8",
+        "draw([3, 5, 64], torch.bfloat16), draw([3, 5, 64], torch.bfloat16), draw([64], torch.bfloat16)",
+        "triton_rows",
+    ),
     "log_softmax_and_row_mean_outputs": (
         "t0 = torch.ops.aten._log_softmax.default(x0, -1, False)\n"
         "t1 = torch.ops.aten.mean.dim(x0, [-1], True)\n"
@@ -500,7 +515,7 @@ def test_every_task_captured_from_the_fixture_model_is_computed_or_declined_for_
     reference; only the regions holding a matmul or a gather are declined."""
     args = ["--device", "cpu", "--out", str(tmp_path), "--budget-ms", "5", "--min-share", "0.0001", "--coverage", "1"]
     run = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "capture", "--model", "tests.capture_fixture_model:build", *args],
+        [sys.executable, "-m", "forgebench.cli", "capture", "--model", "tests.capture_fixture_model:build", *args],
         cwd=TASKS.parent,
         capture_output=True,
         text=True,

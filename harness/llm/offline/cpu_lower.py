@@ -5,7 +5,8 @@ reductions (sums, means, maxima, the norms and softmaxes written in terms of the
 the row's columns, then the pointwise ops in one last loop that writes the row; a matmul kernel
 computes a tile of `mm` or `addmm` and runs the pointwise ops after it (its epilogue) on the tile
 before it is stored. Pointwise values are recomputed in each loop that reads them rather than
-stored, so a row is read from memory once per loop and nothing is written but the output.
+stored, so a row is read from memory once per loop and nothing is written but the outputs. A graph
+returning several tensors (a residual sum and its norm) writes each in the same last loop.
 
 Every input is read as a view of the output's shape (a broadcast is a stride of 0), addressed by
 the row's leading indices and the column; every value is computed in float32.
@@ -72,13 +73,14 @@ class CppKernel:
 
     kind: str  # rows | matmul
     shape: list[int]  # the rows and columns it walks: the largest tensor it reads or writes
-    out_shape: list[int]  # the output's shape: `shape`, or one value a row
+    out_shapes: list[list[int]]  # each output's shape: `shape`, or one value a row
     inputs: list[Ref] = field(default_factory=list)  # host values read as views of `shape`, in order
     spans: list[list[int]] = field(default_factory=list)  # the shape each input is broadcast to first
     lines: list[str] = field(default_factory=list)  # C++ statements run once a row (or a tile's row)
     operands: list[Ref] = field(default_factory=list)  # a matmul's A and B
-    store: list[str] = field(default_factory=list)  # C++ statements computing the output at column c
-    result: str = ""  # the variable holding the output at column c; empty when it is one value a row
+    store: list[str] = field(default_factory=list)  # C++ statements computing the outputs at column c
+    # Per output, the variable holding it at column c; empty for one value a row (stored once a row).
+    results: list[str] = field(default_factory=list)
 
 
 def _broadcasts(shape: list[int], to: list[int]) -> bool:
@@ -344,29 +346,28 @@ def _shape(meta) -> list[int]:
 
 
 def lower_cpu(graph: Graph) -> CppKernel:
-    """The C++ kernel computing the graph's one output; raises Unsupported when no one row or matmul
-    kernel can."""
+    """The C++ kernel computing the graph's outputs (each the rows it walks, or one value a row);
+    raises Unsupported when no one row or matmul kernel can."""
     kernel_nodes = graph.kernel_nodes()
     if not kernel_nodes:
         raise Unsupported("forward only re-views its inputs; there is nothing for a kernel to compute")
-    if len(graph.outputs) != 1:
-        raise Unsupported(f"forward returns {len(graph.outputs)} tensors; my CPU kernels write one")
-    out = graph.outputs[0]
-    node = graph.nodes[out.name]
-    if node.op == "input" or node.host or out.index not in (None, 0):
-        raise Unsupported("forward returns an input's view or a call's statistics; my kernels write its result")
-    out_shape = _shape(graph.value(out))
+    for out in graph.outputs:
+        node = graph.nodes[out.name]
+        if node.op == "input" or node.host or out.index not in (None, 0):
+            raise Unsupported("forward returns an input's view or a call's statistics; my kernels write its result")
+    out_shapes = [_shape(graph.value(out)) for out in graph.outputs]
     reads = [_shape(graph.value(r)) for n in kernel_nodes if n.op in REDUCTIONS | NORMS for r in refs_of(n)[:1]]
-    shape = max([out_shape, *reads], key=lambda s: math.prod(s))
+    shape = max([*out_shapes, *reads], key=lambda s: math.prod(s))
     if math.prod(shape) == 0:
-        raise Unsupported(f"the output has shape {out_shape}, with no elements to compute")
-    row_output = out_shape == [*shape[:-1], 1] and out_shape != shape
-    if not row_output and (math.prod(out_shape) != math.prod(shape) or out_shape[-1:] != shape[-1:]):
-        raise Unsupported(f"forward returns a tensor of shape {out_shape}; my kernels write rows of {shape}")
+        raise Unsupported(f"the output has shape {out_shapes[0]}, with no elements to compute")
+    row_outputs = [s == [*shape[:-1], 1] and s != shape for s in out_shapes]
+    for out_shape, row_output in zip(out_shapes, row_outputs):
+        if not row_output and (math.prod(out_shape) != math.prod(shape) or out_shape[-1:] != shape[-1:]):
+            raise Unsupported(f"forward returns a tensor of shape {out_shape}; my kernels write rows of {shape}")
     kind = "matmul" if kernel_nodes[0].op in _MATMULS else "rows"
-    if kind == "matmul" and row_output:
+    if kind == "matmul" and any(row_outputs):
         raise Unsupported("the matmul's chain ends in a reduction; my matmul template runs pointwise epilogues")
-    kernel = CppKernel(kind, shape, out_shape)
+    kernel = CppKernel(kind, shape, out_shapes)
     lowering = CppLowering(graph, kernel)
     for n in kernel_nodes:
         lowering.lower(n)
@@ -374,11 +375,12 @@ def lower_cpu(graph: Graph) -> CppKernel:
         first = kernel_nodes[0].meta
         if first.shape[-1] != shape[-1] or first.numel() != math.prod(shape):
             raise Unsupported("the matmul's epilogue changes its shape; my matmul template keeps the tile's")
-    value = lowering.values[(out.name, out.index)]
-    if row_output and not value.row:
-        raise Unsupported(f"forward returns {out_shape}, one value a row, that varies along the row")
-    if row_output:
-        kernel.lines.append(f"out[r] = {value.var};")
-    else:
-        kernel.store, kernel.result = lowering.column_statements([value]), value.var
+    values = [lowering.values[(out.name, out.index)] for out in graph.outputs]
+    for k, (value, row_output) in enumerate(zip(values, row_outputs)):
+        if row_output and not value.row:
+            raise Unsupported(f"forward returns {out_shapes[k]}, one value a row, that varies along the row")
+        if row_output:
+            kernel.lines.append(f"out[{k}][r] = {value.var};")
+    kernel.results = ["" if row else value.var for value, row in zip(values, row_outputs)]
+    kernel.store = lowering.column_statements([v for v, row in zip(values, row_outputs) if not row])
     return kernel

@@ -1,6 +1,7 @@
 """The offline model's writer for platform `cpu`: a hand-written float32 task's operator template, or
 for a captured graph of aten calls one row kernel or one matmul kernel with its epilogue (lowered by
-`cpu_lower`), filled with one point of its family (C++ with OpenMP, built by ForgeBench's fast path)."""
+`cpu_lower`, writing every tensor the graph returns), filled with one point of its family (C++ with
+OpenMP, built by ForgeBench's fast path)."""
 
 from __future__ import annotations
 
@@ -76,14 +77,15 @@ def _indent(lines: list[str], spaces: int) -> str:
 def _body(kernel: CppKernel, matmul: bool) -> list[str]:
     """The C++ of one row: the inputs' row pointers, the row's statements, and the loop storing it."""
     lines = [f"const float* __restrict x{k} = x[{k}];" for k in range(len(kernel.inputs))] + kernel.lines
-    if not kernel.result:
+    stored = [(k, var) for k, var in enumerate(kernel.results) if var]
+    if not stored:
         return lines
     head = ["const long c = n0 + j;", "const float mm = acc[i][j];"] if matmul else []
     loop = "for (long j = 0; j < nb; ++j) {" if matmul else "for (long c = 0; c < COLS; ++c) {"
-    store = [*head, *kernel.store, f"y[c] = {kernel.result};"]
+    store = [*head, *kernel.store, *(f"y{k}[c] = {var};" for k, var in stored)]
     return [
         *lines,
-        "float* __restrict y = out + r * COLS;",
+        *(f"float* __restrict y{k} = out[{k}] + r * COLS;" for k, _ in stored),
         "#pragma omp simd",
         loop,
         *(f"    {s}" for s in store),
@@ -101,7 +103,7 @@ def _graph_module(values: dict, plan: CpuPlan) -> str:
         cols=kernel.shape[-1], lead=len(lead), inputs=len(kernel.inputs), sizes=", ".join(map(str, lead)) or "1"
     )
     launch = Template((TEMPLATES_DIR / "rows_launch.py.tmpl").read_text()).substitute(
-        shape=kernel.shape, out_shape=kernel.out_shape, spans=kernel.spans
+        shape=kernel.shape, out_shapes=kernel.out_shapes, spans=kernel.spans
     )
     fields = {
         "common": (TEMPLATES_DIR / "common.cpp").read_text().strip(),

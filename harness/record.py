@@ -234,23 +234,26 @@ class Recorder:
 
     def start_suite(self, tags: dict[str, str], config: dict) -> str:
         """The suite run: a new one, or (a run resumed over the same run_dir) the one it started."""
-        with self._writing():
-            return self._start_suite(tags, config)
+        return self.start_parent("suite", tags, config)
 
-    def _start_suite(self, tags: dict[str, str], config: dict) -> str:
-        tags = {**tags, "git_sha": git_sha(), "forgebench.kind": "suite"}
-        query = f"tags.`forgebench.kind` = 'suite' and tags.run_dir = '{tags['run_dir']}'"
-        earlier = self.client.search_runs([self.experiment_id], query, max_results=1)
-        if earlier:
-            run_id = earlier[0].info.run_id
-            self.client.update_run(run_id, status="RUNNING")
-            for key, value in tags.items():
-                self.client.set_tag(run_id, key, value)
-        else:
-            run_id = self.client.create_run(
-                self.experiment_id, run_name=f"{tags['agent']}-{tags['model.label']}", tags=tags
-            ).info.run_id
-        self.client.log_dict(run_id, config, "config.json")
+    def start_parent(self, kind: str, tags: dict[str, str], config: dict, same: tuple[str, ...] = ()) -> str:
+        """A parent run of `kind` (suite, regrade): a new one, or the one started before over the same
+        run_dir (and the same values of the tags `same` names), resumed."""
+        tags = {**tags, "git_sha": git_sha(), "forgebench.kind": kind}
+        query = " and ".join(
+            [f"tags.`forgebench.kind` = '{kind}'"] + [f"tags.`{key}` = '{tags[key]}'" for key in ("run_dir", *same)]
+        )
+        with self._writing():
+            earlier = self.client.search_runs([self.experiment_id], query, max_results=1)
+            if earlier:
+                run_id = earlier[0].info.run_id
+                self.client.update_run(run_id, status="RUNNING")
+                for key, value in tags.items():
+                    self.client.set_tag(run_id, key, value)
+            else:
+                name = f"{tags['agent']}-{tags['model.label']}"
+                run_id = self.client.create_run(self.experiment_id, run_name=name, tags=tags).info.run_id
+            self.client.log_dict(run_id, config, "config.json")
         return run_id
 
     def _forget_task(self, parent_run_id: str, task_id: str) -> None:

@@ -110,6 +110,7 @@ def store(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("command", readme_commands(), ids=lambda c: c[:70])
+@pytest.mark.slow
 def test_a_readme_command_runs_as_written(command, store, tmp_path):
     where = RUN.get(command)
     if where is None:

@@ -27,6 +27,12 @@ def _runs(store: Path, kind: str) -> list:
     return client.search_runs([experiment.experiment_id], f"tags.`forgebench.kind` = '{kind}'")
 
 
+def _total(store: Path, parent, metric: str) -> float:
+    """A suite run's total of a task-run metric (its aggregates live in its task runs: docs/records.md)."""
+    children = [c for c in _runs(store, "task") if c.data.tags["mlflow.parentRunId"] == parent.info.run_id]
+    return sum(c.data.metrics.get(metric, 0.0) for c in children)
+
+
 @pytest.mark.slow
 def test_a_provider_run_records_comparable_tags_step_metrics_benchmarks_and_progress(tmp_path):
     offline = OfflineModel()
@@ -66,8 +72,8 @@ def test_a_provider_run_records_comparable_tags_step_metrics_benchmarks_and_prog
     assert {"env.torch", "env.triton", "env.device", "env.driver", "env.cuda", "agent_config_hash"} <= set(tags)
     assert tags["torch_ops"] == "forbid"  # the rule the run was judged by (a captured task is the op)
     assert parent.info.status == "FINISHED"
-    assert parent.data.metrics["tasks"] == 2 and parent.data.metrics["llm_calls"] == 4
-    assert parent.data.metrics["cost_usd"] > 0
+    assert _total(tmp_path / "mlflow.db", parent, "llm_calls") == 4
+    assert _total(tmp_path / "mlflow.db", parent, "cost_usd") > 0
 
     children = _runs(tmp_path / "mlflow.db", "task")
     assert sorted(r.data.tags["task"] for r in children) == ["rmsnorm_qwen", "silu_and_mul_qwen"]
@@ -119,7 +125,7 @@ def test_a_run_killed_and_resumed_is_one_finished_run_with_the_right_totals(tmp_
     assert parent.info.run_id == killed.info.run_id and parent.info.status == "FINISHED"
     children = _runs(tmp_path / "mlflow.db", "task")
     assert sorted(r.data.tags["task"] for r in children) == ["rmsnorm_qwen", "silu_and_mul_qwen"]
-    assert parent.data.metrics["tasks"] == 2 and parent.data.metrics["llm_calls"] == 4
+    assert _total(tmp_path / "mlflow.db", parent, "llm_calls") == 4
 
 
 @pytest.mark.slow
@@ -134,7 +140,7 @@ def test_a_run_over_xdist_workers_is_one_suite_run_with_a_line_per_task_and_no_b
         assert re.search(rf"\[gw[01]\] {task}: round 1/1, last correct .*: passed$", done.stdout, re.M), done.stdout
     assert "disabled because xdist" not in done.stdout + done.stderr
     (parent,) = _runs(tmp_path / "mlflow.db", "suite")
-    assert parent.info.status == "FINISHED" and parent.data.metrics["tasks"] == 2
+    assert parent.info.status == "FINISHED"
     children = _runs(tmp_path / "mlflow.db", "task")
     assert sorted(r.data.tags["task"] for r in children) == ["rmsnorm_qwen", "silu_and_mul_qwen"]
     assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parent.info.run_id}

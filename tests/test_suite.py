@@ -174,6 +174,7 @@ def test_kill_9_then_the_same_command_resumes_every_tree(tmp_path):
     assert len({n["prompt_id"] for n in nodes}) == 4
 
 
+@pytest.mark.slow
 def test_an_unreachable_provider_is_one_sentence_a_call_and_stops_the_run(tmp_path):
     """A closed port with a bogus key: each failed call is one line, and the third in a row stops the
     run with a sentence (it printed some 2,000 lines of litellm's tracebacks a task and went on)."""
@@ -194,6 +195,7 @@ def test_an_unreachable_provider_is_one_sentence_a_call_and_stops_the_run(tmp_pa
     assert "Traceback" not in output and len(output.splitlines()) < 80, output[-3000:]
 
 
+@pytest.mark.slow
 def test_the_readmes_glob_skips_the_gpu_sized_task_on_a_cpu_with_its_reason(tmp_path):
     done = suite(tmp_path, "--agent=oneshot", "--tasks=softmax*", "--rounds=1", "-rs")
     output = done.stdout + done.stderr

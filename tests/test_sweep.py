@@ -25,7 +25,10 @@ def test_a_joblib_sweep_of_two_agents_by_two_labels_records_four_suite_runs_in_o
     parents = client.search_runs([experiment.experiment_id], "tags.`forgebench.kind` = 'suite'")
     jobs = sorted((p.data.tags["agent"], p.data.tags["model.label"]) for p in parents)
     assert jobs == [("oneshot", "alpha"), ("oneshot", "beta"), ("refine", "alpha"), ("refine", "beta")]
-    assert all(p.info.status == "FINISHED" and p.data.metrics["correct"] == 1 for p in parents)
+    assert all(p.info.status == "FINISHED" for p in parents)
+    children = client.search_runs([experiment.experiment_id], "tags.`forgebench.kind` = 'task'")
+    correct = {c.data.tags["mlflow.parentRunId"]: c.data.metrics["correct"] for c in children}
+    assert sorted(correct) == sorted(p.info.run_id for p in parents) and set(correct.values()) == {1.0}
     assert len(list(tmp_path.glob("runs/sweeps/*/[0-3]/.hydra/overrides.yaml"))) == 4
     board = run([sys.executable, "-m", "forgebench.cli", "leaderboard"], tmp_path)
     assert len([line for line in board.stdout.splitlines() if line.startswith(("| oneshot", "| refine"))]) == 4

@@ -37,7 +37,7 @@ def test_two_suites_at_once_record_everything_once_on_a_postgresql_backed_server
         experiment = client.get_experiment_by_name("forgebench")
         parents = client.search_runs([experiment.experiment_id], "tags.`forgebench.kind` = 'suite'")
         assert sorted(p.data.tags["model.label"] for p in parents) == ["team-a", "team-b"]
-        assert all(p.info.status == "FINISHED" and p.data.metrics["tasks"] == 2 for p in parents)
+        assert all(p.info.status == "FINISHED" for p in parents)
         children = client.search_runs([experiment.experiment_id], "tags.`forgebench.kind` = 'task'")
         pairs = sorted((c.data.tags["model.label"], c.data.tags["task"]) for c in children)
         assert pairs == sorted((label, task) for label in runs for task in ("rmsnorm_qwen", "silu_and_mul_qwen"))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness.agents.tree import Node
 from harness.evaluate.result import EvalResult
-from harness.record import INHERITED_TAGS, Recorder, git_sha, result_metrics, result_tags
+from harness.record import INHERITED_TAGS, Recorder, result_metrics, result_tags
 from harness.regrade.layouts import Solution
 
 # A claim is confirmed when the measured speedup over eager reaches this share of it (timing on
@@ -30,23 +30,7 @@ class RegradeRecorder(Recorder):
     def start_model(self, tags: dict[str, str], model: str, config: dict) -> str:
         """The parent run of one model's solutions: a new one, or the one this regrade folder started
         for the model before it was stopped."""
-        tags = {**tags, "git_sha": git_sha(), "forgebench.kind": "regrade", "model": model, "model.label": model}
-        query = (
-            f"tags.`forgebench.kind` = 'regrade' and tags.run_dir = '{tags['run_dir']}' "
-            f"and tags.`model.label` = '{model}'"
-        )
-        with self._writing():
-            earlier = self.client.search_runs([self.experiment_id], query, max_results=1)
-            if earlier:
-                run_id = earlier[0].info.run_id
-                self.client.update_run(run_id, status="RUNNING")
-                for key, value in tags.items():
-                    self.client.set_tag(run_id, key, value)
-            else:
-                name = f"{tags['agent']}-{model}"
-                run_id = self.client.create_run(self.experiment_id, run_name=name, tags=tags).info.run_id
-            self.client.log_dict(run_id, config, "config.json")
-        return run_id
+        return self.start_parent("regrade", {**tags, "model": model, "model.label": model}, config, ("model.label",))
 
     def record_solution(
         self, parent_run_id: str, solution: Solution, result: EvalResult, wall_s: float, folder: Path

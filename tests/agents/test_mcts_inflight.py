@@ -124,6 +124,7 @@ def rebuilt(agent, ctx, node):
     return agent.messages(ctx, view, parent, node.action, node.extra.get("sibling", 0))
 
 
+@pytest.mark.slow
 def test_calls_overlap_through_a_real_http_provider_and_rounds_are_kept(evaluator, tmp_path, monkeypatch):
     monkeypatch.setenv("LOOPBACK_KEY", "loopback-secret")
     answers = ServerAnswers(delay_s=0.5)

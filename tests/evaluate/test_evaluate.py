@@ -133,6 +133,7 @@ def test_rmsnorm_cpp_again_loads_its_cached_build(planted, task, evaluator):
     assert again.phases["build_s"] < 0.5
 
 
+@pytest.mark.slow
 def test_outputs_are_not_kept_once_judged_and_a_released_task_is_judged_afresh(planted, task, make_evaluator):
     planted["rmsnorm_cpp"].result()  # its build is cached: this evaluator loads it
     own = make_evaluator()
@@ -208,6 +209,7 @@ def test_exits_in_forward_is_a_crash(planted):
     assert "exited with status 0 before writing its result" in result.reason
 
 
+@pytest.mark.slow
 def test_allocates_64gb_fails_and_the_next_evaluation_is_correct(planted, task, evaluator):
     result = planted["allocates_64gb"].result()
     assert result.verdict in ("runtime_error", "crash")
@@ -303,6 +305,7 @@ def test_a_task_whose_reference_output_is_constant_calls_nothing_correct(tmp_pat
     assert "nearly constant" in result.reason
 
 
+@pytest.mark.slow
 def test_every_baseline_is_timed_once_per_task_and_the_gpu_libraries_without_a_gpu_are_skipped_with_a_reason(
     task, make_evaluator
 ):

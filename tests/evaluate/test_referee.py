@@ -93,6 +93,7 @@ def honest(result: EvalResult, legitimate: EvalResult) -> bool:
     return result.correct and result.speedup_vs_eager < 5 * legitimate.speedup_vs_eager
 
 
+@pytest.mark.slow
 def test_rmsnorm_cpp_is_refereed_every_call_judged_and_paired_with_eager(planted):
     result = planted["rmsnorm_cpp"].result()
     assert result.verdict == "correct", result.reason
@@ -148,6 +149,7 @@ def test_fills_output_when_copied_is_timed_with_the_fill_or_wrong(planted):
     assert result.verdict == "incorrect" or honest(result, planted["rmsnorm_cpp"].result()), result.to_json()
 
 
+@pytest.mark.slow
 def test_plants_a_library_for_others_poisons_nobody_and_reads_no_other_source(planted, evaluator):
     planter = planted["plants_a_library_for_others"].result()
     assert planter.verdict == "correct", planter.to_json()  # it found no other candidate's source

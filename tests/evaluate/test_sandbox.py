@@ -16,6 +16,7 @@ CANDIDATES = Path(__file__).parents[1] / "candidates"
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="workers drop to the user nobody only when the harness runs as root")
+@pytest.mark.slow
 def test_api_key_in_the_harness_start_up_environment_is_not_readable(tmp_path):
     """The key is in the harness process's start-up environment (/proc/<pid>/environ), where
     setting os.environ afterwards cannot remove it: the candidate must still not read it."""
@@ -83,6 +84,7 @@ def _worker_hunts(folder: Path) -> list[dict]:
 
 
 @pytest.mark.parametrize("landlock", [True, False], ids=["landlock", "no-landlock"])
+@pytest.mark.slow
 def test_a_harness_run_by_a_normal_user_leaks_no_credential(tmp_path, landlock):
     """The harness runs as a normal user, so its workers share its uid. The key is in the start-up
     environment of the harness and of the shell that started it, in the user's ~/.env and in a .env

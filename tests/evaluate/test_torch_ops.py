@@ -7,6 +7,8 @@ from __future__ import annotations
 import subprocess
 import textwrap
 
+import pytest
+
 from harness.tasks import resolve_one
 
 
@@ -102,6 +104,7 @@ class ModelNew(nn.Module):
 """
 
 
+@pytest.mark.slow
 def test_torch_ops_allow_grades_a_kept_convolution_and_rejects_pytorch_alone(make_evaluator, tmp_path):
     task = _task(tmp_path, "conv_relu", CONV_TASK)
     allow = make_evaluator(torch_ops="allow")

@@ -44,6 +44,7 @@ def test_the_worker_imports_none_of_the_orchestration():
 CANDIDATES = Path(__file__).resolve().parents[1] / "candidates"
 
 
+@pytest.mark.slow
 def test_a_load_inline_candidate_is_correct_whoever_runs_the_harness(make_evaluator):
     # As root with Python in a folder nobody may enter (a pyenv in /root), the workers read the
     # standard library and Python.h from the harness's copy of them.

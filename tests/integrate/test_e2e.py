@@ -19,6 +19,9 @@ from harness.integrate import apply
 from harness.record import mlflow_client
 from tests import e2e_fixture_model
 
+# Module fixtures run whole suites and e2e runs (a minute or more): CI runs these after the fast set.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).parents[2]
 HERE = Path(__file__).parent
 SPEC = "tests.e2e_fixture_model:build"

@@ -21,6 +21,9 @@ from leaderboard.site.tree import node_details, tidy_layout, tree_figure
 from tests.loopback_llm import LoopbackLLM
 from tests.test_suite import RMSNORM_KERNEL, forgebench, suite
 
+# Module fixtures run whole suites and e2e runs (a minute or more): CI runs these after the fast set.
+pytestmark = pytest.mark.slow
+
 CHROMIUM = Path("/usr/bin/chromium")
 # Without the networking flags Chromium reaches for Google's services at start.
 CHROMIUM_ARGS = [
@@ -174,7 +177,6 @@ def _page(site: Path, kind: str) -> Path:
 PAGES = {"index": 0, "compare": 1, "cost": 1, "rounds": 2, "run": 1, "task": 1, "tree": 1}
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("kind", PAGES)
 def test_each_page_type_renders_both_runs_offline(site, browser, kind, tmp_path):
     visit = Visit(browser)
@@ -195,7 +197,6 @@ def test_each_page_type_renders_both_runs_offline(site, browser, kind, tmp_path)
     visit.close()
 
 
-@pytest.mark.slow
 def test_clicking_a_tree_node_shows_its_source_and_diff(site, browser):
     visit = Visit(browser)
     visit.open(_page(site, "tree"), 1)
@@ -262,7 +263,6 @@ def test_a_transcript_id_cannot_reach_outside_transcripts(tmp_path):
     assert sorted(task.transcripts) == ["p", "response-p"]
 
 
-@pytest.mark.slow
 def test_a_kernel_holding_script_tags_stays_text(tmp_path, browser):
     _store_with_a_hostile_kernel(tmp_path)
     done = forgebench(tmp_path, "site", "out")
@@ -296,7 +296,6 @@ def test_a_run_leads_its_row_in_the_wide_tables(tmp_path):
     assert "no API cost recorded" in cost and "on the frontier" not in cost
 
 
-@pytest.mark.slow
 def test_the_run_stays_in_view_as_a_wide_table_scrolls(tmp_path, browser):
     _store_with_a_hostile_kernel(tmp_path)
     build_site(load_site(f"sqlite:///{tmp_path / 'mlflow.db'}", "forgebench"), tmp_path / "out")

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from harness.integrate import guard
+from harness.integrate.e2e_record import GuardDecision
 from harness.integrate.graph_patch import Kernel, Patch
 from harness.integrate.signature import Step, task_call
 from harness.integrate.traced import Traced
@@ -187,7 +188,7 @@ def residual_norm_kernel(tmp_path_factory) -> Kernel:
 
 
 @pytest.mark.slow
-def test_a_residual_and_norm_kernel_is_kept_and_the_model_reads_its_second_output(residual_norm_kernel):
+def test_a_residual_and_norm_kernel_is_correct_in_place_and_the_model_reads_its_second_output(residual_norm_kernel):
     kernel = residual_norm_kernel
     model, inputs = residual_norm_fixture_model.build()
     with torch.no_grad():
@@ -196,7 +197,9 @@ def test_a_residual_and_norm_kernel_is_kept_and_the_model_reads_its_second_outpu
     recorded, left_open, sites = guard.record(traced, lambda forward: forward(*inputs), [kernel])
     assert not left_open and sites == {kernel.task_id: 1}
     decision = guard.decide(kernel, recorded[kernel.task_id], {}, torch.device("cpu"), 200.0)
-    assert decision.kept, decision
+    # Correct on every recorded call and integrable; whether it is faster in place is timing on a
+    # shared 2-core machine (CI measured it 100x slower once under load), a benchmark's question.
+    assert decision.decision in {GuardDecision.KEPT, GuardDecision.SLOWER_IN_PLACE}, decision
     patch = Patch([kernel])
     with torch.no_grad():
         got = traced.using(patch)(*inputs)

@@ -147,6 +147,9 @@ class Device:
     # Whether another process can open this device's tensors in place (export/opened): then a
     # candidate's outputs reach the judge without a file (handover.py).
     shares_memory = False
+    # Whether a forward on this device can be captured once and replayed (CUDA graphs): e2e's
+    # cuda_graph modes (integrate/modes.py) run only where it can.
+    graph_capture = False
 
     def torch_device(self) -> torch.device:
         return torch.device(self.torch_type)

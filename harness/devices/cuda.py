@@ -104,6 +104,7 @@ class CudaDevice(Device):
     )
     profile_kind = "device"
     shares_memory = True
+    graph_capture = True
     profiled_event_type = DeviceType.CUDA
 
     def __init__(self) -> None:

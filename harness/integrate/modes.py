@@ -27,12 +27,8 @@ WARMUP_CALLS = 3
 
 
 def graph_capture(adapter) -> bool:
-    """Whether the device captures CUDA graphs. The adapter's own word where it gives one (a
-    `graph_capture` attribute, harness/devices); else a CUDA device that torch can use."""
-    declared = getattr(adapter, "graph_capture", None)
-    if declared is not None:
-        return bool(declared)
-    return adapter.torch_type == "cuda" and torch.cuda.is_available()
+    """Whether this machine captures CUDA graphs: the device says it can, and torch has its GPU."""
+    return adapter.graph_capture and adapter.available() is None
 
 
 def unavailable(mode: Mode, adapter) -> str | None:

@@ -18,3 +18,8 @@ def require(record: object, group: str, checks: dict[str, tuple[bool, str]]) -> 
     for name, (ok, expected) in checks.items():
         if not ok:
             raise SettingOutOfRange(f"{group}.{name}", getattr(record, name), expected)
+
+
+def first_line(text: str) -> str:
+    """A message's first line (an error's or a reason's headline), "" for an empty one."""
+    return text.strip().splitlines()[0] if text.strip() else ""

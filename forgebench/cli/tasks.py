@@ -7,7 +7,7 @@ import re
 import sys
 from pathlib import Path
 
-from harness.errors import ForgeBenchError
+from harness.errors import ForgeBenchError, first_line
 
 
 def add(sub) -> None:
@@ -120,4 +120,4 @@ def _run_reference(task, device: str) -> str | None:
 
 
 def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return first_line(str(exc)) or type(exc).__name__

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.errors import ForgeBenchError
+from harness.errors import ForgeBenchError, first_line
 from harness.integrate import guard
 from harness.integrate.e2e_record import Decision, GuardDecision, Mode, ModeResult
 from harness.integrate.graph_patch import Kernel, Patch
@@ -98,8 +98,7 @@ class Replayed:
 
 
 def _said(exc: BaseException) -> str:
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {first}"[:300]
+    return f"{type(exc).__name__}: {first_line(str(exc))}"[:300]
 
 
 @dataclass

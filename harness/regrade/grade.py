@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from harness import errors
 from harness.evaluate.result import EvalResult
 from harness.regrade.layouts import Solution
 
@@ -24,7 +25,7 @@ Graded = Callable[[Solution, EvalResult, float], None]
 
 
 def first_line(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
+    line = errors.first_line(text)
     return line if len(line) <= REASON_CHARS else line[: REASON_CHARS - 3] + "..."
 
 

@@ -32,8 +32,8 @@ for item in "$@"; do
     overrides=()
     if [ "$item" != "$model" ]; then
         IFS=, read -ra pairs <<< "${item#*:}"
-        for pair in "${pairs[@]}"; do  # KEY=VALUE overrides; a flag such as --no-compile as it is
-            if [[ $pair == --* ]]; then overrides+=("$pair"); else overrides+=(--override "$pair"); fi
+        for pair in "${pairs[@]}"; do  # KEY=VALUE overrides; a flag as it is, + for a comma (--modes=eager+cuda_graph)
+            if [[ $pair == --* ]]; then overrides+=("${pair//+/,}"); else overrides+=(--override "$pair"); fi
         done
     fi
     run_dir=$(ls -d /tmp/fb/$model-[0-9]* 2>/dev/null | tail -1)

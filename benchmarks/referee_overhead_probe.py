@@ -3,11 +3,12 @@ census (perf sampling of the candidate's threads), without the freezer (SIGSTOP 
 and without both, each beside the in-worker protocol; then each variant's phases, the time per order
 from the referee's own account among them (reference_*_s, candidate_*_s).
 
-    python3 benchmarks/referee_overhead_probe.py   # on the H200, from the repository root
+    python3 -m benchmarks.referee_overhead_probe [VARIANT ...]   # on the H200, from the repository root
 """
 
 from __future__ import annotations
 
+import sys
 import time
 
 from benchmarks.referee_gpu_probe import LEGITIMATE, _line, _source, evaluators
@@ -21,6 +22,7 @@ VARIANTS = {
     "no freezer": {"freezer": False},
     "neither": {"census": False, "freezer": False},
 }
+RUNS = 2  # evaluations per variant
 
 
 def _set(census: bool = True, freezer: bool = True) -> None:
@@ -31,7 +33,7 @@ def _set(census: bool = True, freezer: bool = True) -> None:
 _TAKE, _FREEZE = referee.Session._take_census, hands.Freezer.freeze
 
 
-def main() -> None:
+def main(variants: list[str]) -> None:
     found = evaluators()
     cuda = devices.load("cuda")
     for platform, task_id, name in LEGITIMATE[:2]:
@@ -40,9 +42,10 @@ def main() -> None:
         r = found[platform].evaluate(task, _source(name))
         print(_line("in-worker", name, r, 0.0), flush=True)
         cuda.refereed = True
-        for variant, knobs in VARIANTS.items():
+        for variant in variants:
+            knobs = VARIANTS[variant]
             _set(**knobs)
-            for _ in range(2):
+            for _ in range(RUNS):
                 start = time.perf_counter()
                 r = found[platform].evaluate(task, _source(name))
                 print(_line(variant[:9], name, r, time.perf_counter() - start), flush=True)
@@ -50,4 +53,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:] or list(VARIANTS))

@@ -59,8 +59,10 @@ COMPUTE = (
     "anonymous",
 )  # the timed rounds stop here whatever the budget (slow judges of huge tasks)
 _clock = time.perf_counter
-# On a device, each bracket runs this many milliseconds of eager's calls (at most Layout.slots):
-# the handshake's few tens of microseconds are then a few percent of what is timed.
+# On a device, each bracket runs this many milliseconds of the faster side's calls (eager's, or the
+# candidate's as its check draws showed it; at most Layout.slots): a bracket's fixed costs (the
+# handshake, waking a process, the GPU's switch between their contexts: tens of microseconds) are
+# then a few percent of what is timed for a fast kernel as for a slow one.
 BATCH_MS = 3.0
 SOLO_ROUNDS = 5  # on a device, eager's rounds before the candidate exists (timing.paired's first_alone)
 
@@ -163,6 +165,7 @@ class Session:
         if first.layout is None:
             raise ForgeBenchError("the reference session sent no layout")
         self.layout, self.batch, solo = first.layout, 1, None
+        self.once: tuple[float, float] | None = None  # on a device: eager's and the blank's single call, ms
         self.freezer = Freezer()
         owner = NOBODY if self.unprivileged else None
         if first.regions:  # a device's memory: the reference session's hands, on the referee's orders
@@ -184,8 +187,10 @@ class Session:
                     self.freezer.pid = worker_pid(self.started_pid)
                 self._take_census(list(own_roots))
                 start = _clock()
-                self._check_draws()
+                checked_ms = self._check_draws()
                 phases["check_s"] = _clock() - start
+                if self.once is not None:
+                    self.batch = self._batch(min(self.once[0], min(checked_ms, default=1.0) - self.once[1]))
                 start = _clock()
                 result.paired = self._timed_rounds(solo)
                 phases["timing_s"] = _clock() - start
@@ -278,22 +283,27 @@ class Session:
         self._reference_answer(Command(Order.BLANK, calls=calls, key=key))
         return (_clock() - start) * 1e3 / calls
 
-    def _candidate_call(self, scalars: list, calls: int = 1) -> float:
+    def _candidate_call(self, scalars: list, calls: int = 1, counted: bool = False) -> float:
         """The candidate's calls on the pristine inputs, timed from before the inputs reach it (on a
         device: before it has the key that unmasks them) to its answer; its outputs taken out of its
-        reach before anything else, its inputs compared."""
+        reach before anything else, its inputs compared.
+
+        counted: a call whose time counts. On a device the census (diagnosis there: a GPU's work is not
+        the host's time) samples only the others, the check draws and the warm-up rounds: perf events
+        on every thread made a 0.065 ms kernel's bracket slower on the H200 (docs/results.md)."""
+        self.freezer.thaw()  # woken before the staging, not just before the bracket: settled when it starts
         key = self.hands.before("candidate", calls)
-        self.freezer.thaw()
         if key:  # its context the device's current one, so the bracket holds no switch between processes
             self.cand.ask(Command(Order.PREPARE))
-        if self.census is not None:
+        sampled = self.census is not None and (isinstance(self.hands, HostHands) or not counted)
+        if sampled:
             self.census.start()
         start = _clock()
         self.hands.within("candidate", calls)
         answer = self.cand.ask(Command(Order.CALL, scalars=scalars, calls=calls, key=key))
         ms = (_clock() - start) * 1e3 / calls
         changed = self.hands.take(calls)
-        if self.census is not None:
+        if sampled:
             self.census.stop()
         self.freezer.freeze()  # until its next call: nothing of it runs beside eager's or the blank's
         if not answer.ok:
@@ -308,8 +318,9 @@ class Session:
         BATCH_MS of eager's work) and eager's times per call alone. Work a candidate leaves queued
         on the device can slow eager's calls beside it, never these (timing.paired's first_alone)."""
         drawn = self._draw()
-        once = min(self._eager_call(drawn.scalars) - self._blank() for _ in range(2))
-        batch = max(1, min(self.layout.slots, math.ceil(BATCH_MS / max(once, 0.002))))
+        times = [(self._eager_call(drawn.scalars), self._blank()) for _ in range(2)]
+        self.once = min(e for e, _ in times), min(b for _, b in times)
+        batch = self._batch(self.once[0] - self.once[1])
         alone = []
         for i in range(WARMUP_ROUNDS + SOLO_ROUNDS):
             drawn = self._draw(calls=batch)
@@ -317,6 +328,10 @@ class Session:
             if i >= WARMUP_ROUNDS:
                 alone.append(ms)
         return batch, alone
+
+    def _batch(self, once_ms: float) -> int:
+        """Calls a bracket runs on a device: BATCH_MS of work at once_ms a call, within the slots."""
+        return max(1, min(self.layout.slots, math.ceil(BATCH_MS / max(once_ms, 0.002))))
 
     def _judge(self, where: str, full: bool = True, calls: int = 1) -> None:
         slot = int.from_bytes(os.urandom(2), "little") % calls
@@ -328,16 +343,18 @@ class Session:
         if not answer.ok:
             raise Decided("incorrect", f"{answer.reason} (on {where})")
 
-    def _check_draws(self) -> None:
-        """Calls on secret draws at the task's scale and at extreme scales, judged before any timing."""
-        draws = [1.0] + list(EXTREME_SCALES)
+    def _check_draws(self) -> list[float]:
+        """Calls on secret draws at the task's scale and at extreme scales, judged before any timing;
+        their times (ms, bracket included), which on a device size the timed rounds' batch."""
+        draws, times = [1.0] + list(EXTREME_SCALES), []
         for i, scale in enumerate(draws):
             drawn = self._draw(scale)
             if not drawn.ok:  # eager itself overflows at this scale: not a valid draw for the task
                 continue
-            self._candidate_call(drawn.scalars)
+            times.append(self._candidate_call(drawn.scalars))
             where = f"check draw {i + 1}" if scale == 1.0 else f"an extreme draw (floating inputs x{scale:g})"
             self._judge(f"{where}, inputs from a secret seed")
+        return times
 
     def _timed_rounds(self, alone: list[float] | None) -> timing.Paired:
         s, k = self.settings, self.batch
@@ -345,10 +362,11 @@ class Session:
         counted, rounds, started = 0.0, 0, _clock()
         while True:
             drawn = self._draw(calls=k)
+            counts = rounds >= WARMUP_ROUNDS
             if rounds % 2 == 0:
-                e_ms, c_ms = self._eager_call(drawn.scalars, k), self._candidate_call(drawn.scalars, k)
+                e_ms, c_ms = self._eager_call(drawn.scalars, k), self._candidate_call(drawn.scalars, k, counts)
             else:
-                c_ms, e_ms = self._candidate_call(drawn.scalars, k), self._eager_call(drawn.scalars, k)
+                c_ms, e_ms = self._candidate_call(drawn.scalars, k, counts), self._eager_call(drawn.scalars, k)
             b_ms = self._blank(k)
             where = f"timed call {rounds * k + 1}, inputs from a secret seed"
             self._judge(where, full=False, calls=k)

@@ -283,19 +283,20 @@ class Session:
         self._reference_answer(Command(Order.BLANK, calls=calls, key=key))
         return (_clock() - start) * 1e3 / calls
 
-    def _candidate_call(self, scalars: list, calls: int = 1, counted: bool = False) -> float:
+    def _candidate_call(self, scalars: list, calls: int = 1, warm_up: bool = False) -> float:
         """The candidate's calls on the pristine inputs, timed from before the inputs reach it (on a
         device: before it has the key that unmasks them) to its answer; its outputs taken out of its
         reach before anything else, its inputs compared.
 
-        counted: a call whose time counts. On a device the census (diagnosis there: a GPU's work is not
-        the host's time) samples only the others, the check draws and the warm-up rounds: perf events
-        on every thread made a 0.065 ms kernel's bracket slower on the H200 (docs/results.md)."""
+        warm_up: a timed round not counted. On a device the census (diagnosis there: a GPU's work is not
+        the host's time) samples only those: perf events on every thread of the worker slow its wake-ups
+        (a 0.065 ms kernel's check draws read 2-3x slower on the H200), and the check draws size the
+        batch (docs/results.md)."""
         self.freezer.thaw()  # woken before the staging, not just before the bracket: settled when it starts
         key = self.hands.before("candidate", calls)
         if key:  # its context the device's current one, so the bracket holds no switch between processes
             self.cand.ask(Command(Order.PREPARE))
-        sampled = self.census is not None and (isinstance(self.hands, HostHands) or not counted)
+        sampled = self.census is not None and (isinstance(self.hands, HostHands) or warm_up)
         if sampled:
             self.census.start()
         start = _clock()
@@ -362,11 +363,11 @@ class Session:
         counted, rounds, started = 0.0, 0, _clock()
         while True:
             drawn = self._draw(calls=k)
-            counts = rounds >= WARMUP_ROUNDS
+            warm_up = rounds < WARMUP_ROUNDS
             if rounds % 2 == 0:
-                e_ms, c_ms = self._eager_call(drawn.scalars, k), self._candidate_call(drawn.scalars, k, counts)
+                e_ms, c_ms = self._eager_call(drawn.scalars, k), self._candidate_call(drawn.scalars, k, warm_up)
             else:
-                c_ms, e_ms = self._candidate_call(drawn.scalars, k, counts), self._eager_call(drawn.scalars, k)
+                c_ms, e_ms = self._candidate_call(drawn.scalars, k, warm_up), self._eager_call(drawn.scalars, k)
             b_ms = self._blank(k)
             where = f"timed call {rounds * k + 1}, inputs from a secret seed"
             self._judge(where, full=False, calls=k)

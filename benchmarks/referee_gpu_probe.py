@@ -1,12 +1,13 @@
-"""The referee on a GPU, beside the worker's own timer it replaced: legitimate kernels and planted
-attacks evaluated with the referee (referee.py: the host's clock over batches of calls, outputs read
-through CUDA IPC) and, for the legitimate ones, with the in-worker protocol of before (CUDA events
-with a GPU lead, inside the candidate's process), on the same evaluator, one after the other.
+"""The referee on a GPU, beside a direct timing: legitimate kernels and planted attacks evaluated by
+the referee (referee.py: the host's clock over batches of calls, outputs read through CUDA IPC) and,
+for the legitimate ones, timed directly in this process (triton.testing.do_bench: CUDA events, the
+L2 flushed between calls; our own kernels, so no referee is needed), eager beside them.
 
     python3 benchmarks/referee_gpu_probe.py   # on the H200, from the repository root
 
 Prints one line per evaluation: the protocol, verdict, speedup over eager (with the rounds' p20-p80
 where refereed), the kernel's and eager's time per call, the batch, calls judged, and wall seconds.
+The direct line is what the kernel does; a refereed speedup well below it is the protocol's cost.
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import devices
 from harness.config import compose, instantiate
 from harness.evaluate import Evaluator
 from harness.evaluate.settings import EvalSettings
-from harness.tasks import resolve_one
+from harness.tasks import Task, resolve_one
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU, PLANTS = ROOT / "tests" / "gpu", ROOT / "tests" / "candidates" / "referee"
@@ -58,6 +58,27 @@ def _line(protocol: str, name: str, r, wall_s: float) -> str:
     )
 
 
+def direct(task: Task, source: str) -> str:
+    """The kernel and eager timed in this process by triton.testing.do_bench, as a line."""
+    import torch
+    from triton.testing import do_bench
+
+    from harness.evaluate.models import build_model, copy_parameters, load_candidate, make_inputs
+    from harness.reference import load_reference_module
+
+    on = torch.device("cuda")
+    reference = load_reference_module(task.reference_path)
+    path = Path(tempfile.mkdtemp(prefix="direct-")) / "candidate.py"
+    path.write_text(source)
+    eager, kernel = build_model(reference.Model, reference, 0, on), None
+    kernel = build_model(load_candidate(path).ModelNew, reference, 0, on)
+    copy_parameters(eager, kernel)
+    inputs = make_inputs(reference, 1, on)
+    with torch.no_grad():
+        e_ms, k_ms = (do_bench(lambda m=m: m(*inputs), warmup=25, rep=200) for m in (eager, kernel))
+    return f"{'direct':9} {path.stem:34} {'-':10} {e_ms / k_ms:.3g}x; kernel {k_ms:.4g} ms, eager {e_ms:.4g} ms"
+
+
 def evaluators() -> dict[str, Evaluator]:
     """An evaluator per platform, eager its only baseline, in folders of their own."""
     found = {}
@@ -71,15 +92,13 @@ def evaluators() -> dict[str, Evaluator]:
 
 def main() -> None:
     found = evaluators()
-    cuda = devices.load("cuda")
     for platform, task_id, name in LEGITIMATE:
         task = resolve_one(task_id)
-        for protocol in ("referee", "referee", "in-worker"):
-            cuda.refereed = protocol == "referee"
+        print(direct(task, _source(name)).replace("candidate", name), flush=True)
+        for _ in range(2):
             start = time.perf_counter()
             r = found[platform].evaluate(task, _source(name))
-            print(_line(protocol, f"{name} ({task_id})", r, time.perf_counter() - start), flush=True)
-    cuda.refereed = True
+            print(_line("referee", f"{name} ({task_id})", r, time.perf_counter() - start), flush=True)
     for name in PLANTED:
         start = time.perf_counter()
         r = found["triton"].evaluate(resolve_one("rmsnorm_bf16_qwen"), _source(name))

@@ -1,6 +1,6 @@
 """Where a refereed bracket's time goes on a GPU: legitimate kernels refereed as landed, without the
 census (perf sampling of the candidate's threads), without the freezer (SIGSTOP between its calls),
-and without both, each beside the in-worker protocol; then each variant's phases, the time per order
+and without both, each beside the kernel timed directly (referee_gpu_probe.direct); then each variant's phases, the time per order
 from the referee's own account among them (reference_*_s, candidate_*_s).
 
     python3 -m benchmarks.referee_overhead_probe [VARIANT ...]   # on the H200, from the repository root
@@ -11,8 +11,7 @@ from __future__ import annotations
 import sys
 import time
 
-from benchmarks.referee_gpu_probe import LEGITIMATE, _line, _source, evaluators
-from harness import devices
+from benchmarks.referee_gpu_probe import LEGITIMATE, _line, _source, direct, evaluators
 from harness.evaluate import hands, referee
 from harness.tasks import resolve_one
 
@@ -35,13 +34,9 @@ _TAKE, _FREEZE = referee.Session._take_census, hands.Freezer.freeze
 
 def main(variants: list[str]) -> None:
     found = evaluators()
-    cuda = devices.load("cuda")
     for platform, task_id, name in LEGITIMATE[:2]:
         task = resolve_one(task_id)
-        cuda.refereed = False
-        r = found[platform].evaluate(task, _source(name))
-        print(_line("in-worker", name, r, 0.0), flush=True)
-        cuda.refereed = True
+        print(direct(task, _source(name)).replace("candidate", name), flush=True)
         for variant in variants:
             knobs = VARIANTS[variant]
             _set(**knobs)

@@ -135,17 +135,14 @@ class Device:
     name = "cpu"  # the adapter's name, as a platform's YAML gives it
     torch_type = "cpu"  # torch.device(...).type of the tensors it runs
     asynchronous = False  # whether a call returns before its work is done (timing counts device time)
-    # Whether the referee (referee.py) times and judges each call from the harness's process, on the
-    # host's clock (a GPU's calls in batches, their memory handed over by CUDA IPC).
-    refereed = True
     supports_ncu = False  # whether Nsight Compute can profile its kernels
     ceilings = Ceilings(copy_bytes=2**28, matmul_n=1024, matmul_dtype=torch.float32)
     # Names of callables a candidate might replace to fool the timer (timing.replaced_clocks; the
     # harness calls its own copies, bound at import). The profiler's C API is not among them: the
     # worker wraps it to note a candidate that calls it (observers.py).
     watched: tuple[str, ...] = ()
-    # Whether another process can open this device's tensors in place (export/opened): then a
-    # candidate's outputs reach the judge without a file (handover.py).
+    # Whether another process can open this device's tensors in place (export/opened): then the
+    # reference session hands the candidate its call slots in device memory (hands.DeviceHands).
     shares_memory = False
     # Whether a forward on this device can be captured once and replayed (CUDA graphs): e2e's
     # cuda_graph modes (integrate/modes.py) run only where it can.

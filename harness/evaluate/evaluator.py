@@ -1,5 +1,6 @@
-"""The Evaluator: a candidate against its task, the reference and the candidate each in a sandboxed
-worker, their outputs compared by the judge, the verdict decided in verdict.py."""
+"""The Evaluator: a candidate against its task, refereed from this process (referee.py) with the
+reference session and the candidate each in a sandboxed worker; the reference's baselines from a
+trusted worker of their own."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from harness import devices, serial
 from harness.errors import ForgeBenchError
-from harness.evaluate import baselines, confine, handover, ncu, stdlib_copy, verdict
+from harness.evaluate import baselines, confine, ncu, stdlib_copy, verdict
 from harness.evaluate.checks import near_constant
 from harness.evaluate.footprint import check_fits
 from harness.evaluate.hands import secret_seed
@@ -28,7 +29,6 @@ from harness.evaluate.roofline import floor_ms
 from harness.evaluate.sandbox import (
     Confinement,
     ZygotePool,
-    base_env,
     check_code_reachable,
     close_to_workers,
     make_worker_folder,
@@ -96,14 +96,10 @@ class Evaluator:
         self._workers = ZygotePool(platform.preload)
         self._ncu_refused = ""  # ncu's error once it has refused to profile on this machine
         self._device = devices.load(platform.device)
-        from harness.evaluate.judge import Judge  # run as `-m harness.evaluate.judge` too: imported late
-
-        self._judge_process = Judge(platform.device, base_env())
 
     def close(self) -> None:
-        """Stop the worker zygotes and the judge (also done at exit, when the process ends)."""
+        """Stop the worker zygotes (also done at exit, when the process ends)."""
         self._workers.close()
-        self._judge_process.close()
 
     def _reference_copy(self, task: Task) -> Path:
         """The task's reference where every worker may read it, whatever folder the task lies in."""
@@ -125,8 +121,6 @@ class Evaluator:
             "init_seed": s.init_seed,
             "check_seeds": s.check_seeds,
             "timing_seeds": s.timing_seeds,
-            "unseen_calls": s.unseen_calls,
-            "timing": {**budget, "gpu_lead": s.gpu_lead},
             "baseline_timing": {**budget, "gpu_lead": s.baseline_gpu_lead},
             "baselines": self.platform.baselines,
             "tolerance": task.tolerance,
@@ -170,7 +164,7 @@ class Evaluator:
             reads.append(self._stdlib_copy)
         confinement = Confinement.for_worker(folder, reads, shared_dirs) if self._confine else None
         drop = self.platform.drop_privileges and not trusted
-        # A worker of its own PID namespace sees no other process; CUDA IPC (handover.py) needs the
+        # A worker of its own PID namespace sees no other process; CUDA IPC (hands.DeviceHands) needs the
         # device's processes in one, so there it sees only its own user's.
         processes = "hidden" if self._device.shares_memory else "own_namespace"
         exit_ = (pool or self._workers).run(
@@ -217,12 +211,10 @@ class Evaluator:
             if report.ceilings is not None:
                 self._ceilings_path.parent.mkdir(parents=True, exist_ok=True)
                 self._ceilings_path.write_text(json.dumps({**report.ceilings, "env": report.env}))
-            degenerate = None
-            if self._device.refereed:  # the judge process decides it on the other path (judge.py)
-                import torch
+            import torch
 
-                # Read on the host: this process never starts a device's runtime (its workers do).
-                degenerate = near_constant(read_outputs(folder / "outputs.bin", torch.device("cpu")), task.tolerance)
+            # Read on the host: this process never starts a device's runtime (its workers do).
+            degenerate = near_constant(read_outputs(folder / "outputs.bin", torch.device("cpu")), task.tolerance)
             self._references[task.id] = _Reference(folder / "outputs.bin", folder / "bounds.bin", report, degenerate)
         return self._references[task.id]
 
@@ -243,53 +235,8 @@ class Evaluator:
             _discard(reference.bounds_path)
 
     def evaluate(self, task: Task, candidate_source: str, profile: bool = False) -> EvalResult:
-        if self._device.refereed:
-            return self._refereed(task, candidate_source, profile)
-        reference = self.reference(task)
-        folder = self._candidate_folder("candidates", task, candidate_source)
-        started = time.perf_counter()
-        watch = self._watch(task, reference, folder)
-        request = self._request(
-            task,
-            "candidate",
-            folder,
-            candidate_path=str(folder / "candidate.py"),
-            profile=profile,
-            profiler_failure=reference.report.profiler_failure,
-            share_outputs=watch is not None,
-        )
-        try:
-            if watch is not None:
-                watch.start()
-            try:
-                report = self._run(request, folder, self.settings.timeout_s, task)
-            finally:
-                if watch is not None:
-                    watch.stop()
-            worker_s = time.perf_counter() - started
-            if watch is not None and watch.unshared:
-                logging.getLogger(__name__).warning(
-                    "task '%s': outputs not handed over in device memory (%s); compared through a file",
-                    task.id,
-                    watch.unshared,
-                )
-            result = self._judge(task, report, reference, folder, watch.answer if watch else None)
-        finally:
-            # Judged: its outputs (up to several hundred MB on a GPU task) are not kept; the source is.
-            _discard(folder / "outputs.bin")
-        result.phases["worker_s"] = worker_s
-        if profile and result.correct and self._device.supports_ncu and self.settings.ncu:
-            start = time.perf_counter()
-            result.profile["ncu"] = self._ncu_profile(task, candidate_source, folder.with_name(folder.name + "-ncu"))
-            result.phases["ncu_s"] = time.perf_counter() - start
-        if report.wall_s is not None:
-            # Forking the worker, its set-up, and reading its report: what the worker's clock misses.
-            result.phases["worker_start_s"] = max(0.0, worker_s - report.wall_s)
-        result.phases["wall_s"] = time.perf_counter() - started
-        return result
-
-    def _refereed(self, task: Task, candidate_source: str, profile: bool) -> EvalResult:
-        """The candidate refereed from this process (referee.py): its worker's report is diagnosis."""
+        """The candidate refereed from this process (referee.py): its verdict and time decided here,
+        its worker's report diagnosis that can only make the verdict worse."""
         reference = self.reference(task)
         if reference.degenerate:  # the task cannot tell a kernel from a constant: nothing is run
             return EvalResult(
@@ -459,74 +406,6 @@ class Evaluator:
         if ncu.refuses(report):  # no counters on this machine: it would fail the same way every time
             self._ncu_refused = reason = ncu.failure(report)
         return {"error": reason}
-
-    def _pairs(self) -> list[tuple[int, int, str]]:
-        """Which expected call each of the candidate's kept outputs is compared with: the check
-        seeds', then the call after timing (on the first check seed's contents)."""
-        seeds = self.settings.check_seeds
-        pairs = [(i, i, f"input seed {seed}") for i, seed in enumerate(seeds)]
-        return pairs + [(0, len(seeds), f"the call after timing, input seed {seeds[0]}")]
-
-    def _watch(self, task: Task, reference: _Reference, folder: Path) -> handover.Watch | None:
-        """A watch that has the judge compare the candidate's outputs in device memory, where the
-        device allows it and the outputs are big enough to be worth it (evaluate.device_outputs_mb)."""
-        limit_mb = self.settings.device_outputs_mb
-        if not self._device.shares_memory or limit_mb is None:
-            return None
-        try:
-            size_mb = reference.outputs_path.stat().st_size / 1e6
-        except OSError:
-            return None
-        if size_mb < limit_mb:
-            return None
-        return handover.Watch(
-            folder,
-            lambda shared: self._judge_process.compare(
-                reference.outputs_path, reference.bounds_path, shared, self._pairs(), task.tolerance
-            ),
-        )
-
-    def _judge(
-        self, task: Task, report: WorkerReport, reference: _Reference, folder: Path, shared: dict | None = None
-    ) -> EvalResult:
-        self._raise_harness_fault(task, report)
-        result = EvalResult(
-            task.id,
-            self.platform.name,
-            report.verdict if report.verdict in verdict.VERDICTS else "crash",
-            reason=report.reason,
-            **reference.fields(),  # only the reference worker's: a candidate can forge its report
-            phases=dict(report.phases),
-            env=dict(report.env),
-            cached_build=report.cached_build,
-            profile=dict(report.profile),  # the ncu entry goes in it
-            torch_ops=list(report.torch_ops),
-            torch_ops_rule=self.settings.torch_ops or "forbid",
-        )
-        if not result.correct:
-            return result
-        if report.timing is None:
-            return self._set(result, verdict.of_unusable_report("a correct verdict without a timing"))
-        started = time.perf_counter()
-        # Compared already, in device memory, while the worker waited (handover.py); else its file.
-        judged = shared or self._judge_process.compare(
-            reference.outputs_path, reference.bounds_path, folder / "outputs.bin", self._pairs(), task.tolerance
-        )
-        if shared is None:
-            result.phases["compare_s"] = time.perf_counter() - started
-        wrong = verdict.of_judgement(judged, report.unseen_mismatch)
-        if wrong:
-            return self._set(result, wrong)
-        timed = report.timing
-        if not timed.median_ms > 0:
-            return self._set(result, verdict.of_unusable_report(f"time {timed.median_ms!r} is not a positive time"))
-        result.time_ms, result.host_ms, result.gpu_busy_ms = timed.median_ms, timed.host_ms, report.gpu_busy_ms
-        # The timed calls' 20th and 80th percentiles: what a comparison counts as a tie.
-        result.time_p20_ms, result.time_p80_ms = timed.p20_ms, timed.p80_ms
-        result.time_quantiles_ms = list(timed.quantiles_ms[:101])
-        result.checks_skipped = {k: shorten(v, 300) for k, v in report.checks_skipped.items()}
-        result.speedups = {name: ms / result.time_ms for name, ms in result.baselines.items()}
-        return self._finish_speedups(task, result)
 
     @staticmethod
     def _set(result: EvalResult, decided: verdict.Verdict | None) -> EvalResult:

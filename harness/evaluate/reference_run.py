@@ -71,6 +71,6 @@ def run_reference(request: dict, device: Device, reference) -> WorkerReport:
         report.ceilings = measure_ceilings(device)
         phases["ceilings_s"] = clock() - start
     # Tried here, where no candidate runs, and last (CUPTI may stay attached): a profiler that
-    # works here and fails under a candidate is the candidate's doing (candidate_run.unseen_calls).
+    # works here and fails under a candidate is the candidate's doing (session_run._second_line).
     report.profiler_failure = device.profiler_failure()
     return report

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness import serial
-from harness.evaluate.timing import Timing
 from harness.evaluate.verdict import VERDICTS
 
 
@@ -20,10 +19,8 @@ class WorkerReport:
     env: dict[str, Any] = field(default_factory=dict)
     wall_s: float | None = None
     phases: dict[str, float] = field(default_factory=dict)
-    # A candidate's: its timing, the checks it passed in the worker, what it ran.
-    timing: Timing | None = None
-    gpu_busy_ms: float | None = None  # least busy time of an unseen call on every stream (Device.busy_ms)
-    unseen_mismatch: str | None = None  # the first wrong output on an input drawn after timing
+    # A candidate's (diagnosis: its process could have written anything): the checks it passed in
+    # the worker, what it ran.
     checks_skipped: dict[str, str] = field(default_factory=dict)
     torch_ops: list[str] = field(default_factory=list)  # PyTorch compute ops its forward called
     cached_build: bool = False

@@ -22,9 +22,6 @@ class EvalResult:
     # Host time of one call (timing.Timing.host_ms): when it is near time_ms on a GPU, the time
     # measured the host's launching, not the kernels. The same for each baseline.
     host_ms: float | None = None
-    # On a GPU, how long one call keeps the GPU busy on all its streams (CUPTI, timing.profiled_call):
-    # near time_ms for honest work; far above it, work escaped the timer and the verdict is rejected.
-    gpu_busy_ms: float | None = None
     # The 20th and 80th percentiles of the timed calls (advisory, like time_ms): the timing's spread.
     time_p20_ms: float | None = None
     time_p80_ms: float | None = None
@@ -33,8 +30,8 @@ class EvalResult:
     baselines: dict[str, float] = field(default_factory=dict)  # baseline name -> its median ms
     baselines_host_ms: dict[str, float] = field(default_factory=dict)  # baseline name -> host ms of a call
     speedup_vs_eager: float | None = None
-    # Where eager and the kernel were timed in alternating rounds (timed_by "referee"): the 20th and
-    # 80th percentiles of the rounds' ratios, whose median is speedup_vs_eager.
+    # Eager and the kernel timed in alternating rounds by the referee: the 20th and 80th percentiles
+    # of the rounds' ratios, whose median is speedup_vs_eager.
     speedup_vs_eager_p20: float | None = None
     speedup_vs_eager_p80: float | None = None
     speedup_vs_compile: float | None = None
@@ -57,9 +54,9 @@ class EvalResult:
     tolerance: dict[str, Any] = field(default_factory=dict)
     torch_ops_rule: str = "forbid"  # evaluate.torch_ops when it was judged
     torch_ops: list[str] = field(default_factory=list)  # PyTorch compute its forward ran (under allow)
-    # Whose clock timed the kernel and who judged its calls: "referee" (the harness's process, outside
-    # the candidate's reach: referee.py) or "worker" (inside the candidate's process, on a GPU for now).
-    timed_by: str = "worker"
+    # Whose clock timed the kernel and who judged its calls: "referee", the harness's process, outside
+    # the candidate's reach (referee.py). Records from before the referee say "worker".
+    timed_by: str = "referee"
     calls_checked: int = 0  # calls whose outputs the referee had judged (every call it made)
     # Where the kernel's CPU time went, sampled by perf events from the referee's process (census.py):
     # the share of samples by library ("own", "pytorch", "python", ...) and their number ("samples").

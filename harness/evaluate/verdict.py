@@ -56,19 +56,6 @@ def of_unusable_report(problem: str) -> Verdict:
     return Verdict("crash", f"the worker's record is unusable ({problem})")
 
 
-def of_judgement(judged: dict, unseen_mismatch: str | None) -> Verdict | None:
-    """What the judge found comparing the outputs (judge.py), with the worker's own comparison on
-    inputs drawn after timing; None when the outputs are correct."""
-    if "unreadable" in judged:
-        return Verdict("crash", f"the worker's outputs are unusable ({judged['unreadable']})")
-    mismatch = judged.get("mismatch") or unseen_mismatch
-    if mismatch:
-        return Verdict("incorrect", shorten(str(mismatch)))
-    if judged.get("degenerate"):
-        return Verdict("rejected", judged["degenerate"])
-    return None
-
-
 def of_floor(time_ms: float, floor_ms: float | None, max_fraction: float) -> Verdict | None:
     """A time below what the device can do for the task's bytes and FLOPs cannot be honest."""
     if not floor_ms or floor_ms / time_ms <= max_fraction:

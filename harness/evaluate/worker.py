@@ -17,7 +17,7 @@ import torch
 
 from harness import devices
 from harness.evaluate import timing
-from harness.evaluate.candidate_run import run_build, run_candidate, run_under_ncu
+from harness.evaluate.candidate_run import run_build, run_under_ncu
 from harness.evaluate.reference_run import run_reference
 from harness.evaluate.report import WorkerReport
 from harness.evaluate.session_run import serve_candidate, serve_reference
@@ -27,7 +27,6 @@ from harness.reference import load_reference_module
 _RUNNERS = {
     "reference": run_reference,
     "ncu": run_under_ncu,
-    "candidate": run_candidate,
     "build": run_build,
     "session_reference": serve_reference,
     "session_candidate": serve_candidate,

@@ -57,8 +57,10 @@ def test_calls_timed_together_share_the_host_s_drift():
     apart = [timing.measure(drifting, inputs, cpu, budget_ms=60, warmup_ms=1).median_ms for _ in range(2)]
     together = timing.measure_together({"a": drifting, "b": drifting}, inputs, cpu, budget_ms=60, warmup_ms=1)
     a, b = together["a"].median_ms, together["b"].median_ms
-    assert apart[1] > 1.5 * apart[0], apart
-    assert max(a, b) < 1.25 * min(a, b), together
+    drift = apart[1] / apart[0]
+    assert drift > 1.5, apart
+    # Under load (a busy CI machine, fewer rounds) some drift stays between rounds: well under apart's.
+    assert max(a, b) / min(a, b) - 1 < (drift - 1) / 2, (apart, together)
     assert together["a"].runs >= 8 and together["a"].host_ms is not None
 
 

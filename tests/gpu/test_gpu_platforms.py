@@ -296,20 +296,3 @@ def test_a_profiled_correct_candidate_gets_nsight_compute_metrics(triton):
     assert ncu.get("kernels"), ncu  # otherwise ncu's first error, for the record
     kernel = ncu["kernels"][0]
     assert kernel["time_ns"] > 0 and 0 < kernel["dram_pct"] <= 100, kernel
-
-
-@pytest.fixture(scope="module")
-def triton_in_place(make_evaluator):
-    """Every candidate's outputs handed to the judge in device memory (CUDA IPC), whatever their size."""
-    return make_evaluator("triton", OVERRIDES, device_outputs_mb=0, **SETTINGS)
-
-
-@pytest.mark.parametrize(
-    ("name", "verdict"), [("softmax_triton", "correct"), ("caches_by_address_triton", "incorrect")]
-)
-def test_outputs_handed_over_in_device_memory_are_judged_alike(triton_in_place, name, verdict, caplog):
-    result = triton_in_place.evaluate(resolve_one(SOFTMAX), candidate(name))
-    assert result.verdict == verdict, result.to_json()
-    # Compared by the judge while the worker waited, not read back from a file (handover.py).
-    assert "compare_s" not in result.phases, (result.phases, caplog.text)
-    assert "not handed over" not in caplog.text

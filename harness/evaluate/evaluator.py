@@ -17,7 +17,7 @@ from pathlib import Path
 
 from harness import devices, serial
 from harness.errors import ForgeBenchError
-from harness.evaluate import baselines, confine, ncu, stdlib_copy, verdict
+from harness.evaluate import baselines, confine, ncu, speedups, stdlib_copy, verdict
 from harness.evaluate.checks import near_constant
 from harness.evaluate.footprint import check_fits
 from harness.evaluate.hands import secret_seed
@@ -25,7 +25,6 @@ from harness.evaluate.outputs import read as read_outputs
 from harness.evaluate.referee import Refereed, Session
 from harness.evaluate.report import WorkerReport
 from harness.evaluate.result import EvalResult
-from harness.evaluate.roofline import floor_ms
 from harness.evaluate.sandbox import (
     Confinement,
     ZygotePool,
@@ -307,29 +306,11 @@ class Evaluator:
             result.tolerance = refereed.tolerance
         if not result.correct:
             return result
-        paired = refereed.paired
-        timed = paired.second
-        result.time_ms, result.time_p20_ms, result.time_p80_ms = timed.median_ms, timed.p20_ms, timed.p80_ms
-        if not self._device.asynchronous:
-            result.host_ms = timed.median_ms  # a call done when it returns: its host time is its time
-        result.time_quantiles_ms = list(timed.quantiles_ms)
         result.checks_skipped.update({k: shorten(v, 300) for k, v in report.checks_skipped.items()})
-        # Eager is timed beside the candidate; every other baseline keeps its ratio to eager from the
-        # reference worker, where they were timed together, so a drift of the host falls on neither.
-        eager_then = result.baselines.get("eager")
-        result.baselines_reference = dict(result.baselines)
-        result.baselines = {
-            name: ms * paired.first.median_ms / eager_then if eager_then else ms
-            for name, ms in result.baselines.items()
-        }
-        result.baselines["eager"] = paired.first.median_ms
-        result.speedups = {name: ms / timed.median_ms for name, ms in result.baselines.items()}
-        result.speedups["eager"] = paired.ratio
-        if eager_then:
-            for name, ms in result.baselines_reference.items():
-                result.speedups[name] = paired.ratio * ms / eager_then
-        result.speedup_vs_eager_p20, result.speedup_vs_eager_p80 = paired.ratio_p20, paired.ratio_p80
-        return self._finish_speedups(task, result)
+        speedups.from_rounds(result, refereed.paired, self._device.asynchronous)
+        moved = task.bytes_moved or reference.report.io_bytes
+        speedups.floored(result, moved, task.flops, self.ceilings(), self.platform.max_sol_fraction)
+        return result
 
     def _raise_harness_fault(self, task: Task, report: WorkerReport) -> None:
         if report.harness_fault and importlib.util.find_spec(report.harness_fault.split(".")[0]):
@@ -338,22 +319,6 @@ class Evaluator:
             raise ForgeBenchError(
                 f"task '{task.id}': {report.reason}; this is the harness's fault, not the candidate's."
             )
-
-    def _finish_speedups(self, task: Task, result: EvalResult) -> EvalResult:
-        """The named speedups, the best baseline, and the floor's verdict (a task that states no
-        bytes moved is floored by its inputs' and outputs' bytes)."""
-        result.speedup_vs_eager = result.speedups.get("eager")
-        result.speedup_vs_compile = result.speedups.get("compile")
-        if result.baselines:
-            result.best_baseline = min(result.baselines, key=result.baselines.get)
-            result.speedup_vs_best = result.speedups[result.best_baseline]
-        ceilings = self.ceilings()
-        reference = self._references.get(task.id)
-        moved = task.bytes_moved or (reference.report.io_bytes if reference else None)
-        floor = floor_ms(moved, task.flops, ceilings) if ceilings else None
-        if floor:
-            result.sol_fraction = floor / result.time_ms
-        return self._set(result, verdict.of_floor(result.time_ms, floor, self.platform.max_sol_fraction))
 
     def build(self, task: Task, candidate_source: str) -> EvalResult | None:
         """Build the candidate's kernels in a sandboxed worker, filling the build caches, without
@@ -406,12 +371,6 @@ class Evaluator:
         if ncu.refuses(report):  # no counters on this machine: it would fail the same way every time
             self._ncu_refused = reason = ncu.failure(report)
         return {"error": reason}
-
-    @staticmethod
-    def _set(result: EvalResult, decided: verdict.Verdict | None) -> EvalResult:
-        if decided is not None:
-            result.verdict, result.reason = decided.verdict, decided.reason
-        return result
 
 
 def _landlock_available() -> bool:

@@ -299,11 +299,14 @@ class Recorder:
                 "source": task.source,
                 "operator": task.operator or "unknown",
                 "stop_reason": outcome.stop_reason,
+                # A fused task's ATen calls, which the leaderboard's prediction weighs (leaderboard/predicted.py).
+                **({"members": ",".join(task.members)} if task.members else {}),
                 **{k: parent_tags[k] for k in INHERITED_TAGS if k in parent_tags},
             },
         )
         run_id = run.info.run_id
         metrics = {"correct": float(best is not None), "wall_s": wall_s, **outcome.tree.totals()}
+        metrics["time_share"] = task.time_share  # a captured task's share of its model's time
         if best is not None:
             result = best.result
             metrics.update(result_metrics(result))

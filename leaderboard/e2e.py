@@ -6,6 +6,7 @@ eager row from its metrics."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -84,6 +85,7 @@ def e2e_runs(tracking_uri: str, experiment: str) -> pd.DataFrame:
     """Every e2e record in the experiment, a row per mode, newest first; task_set names the model's table."""
     from harness.record import mlflow_client
 
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # a bar per e2e.json read
     client = mlflow_client(tracking_uri)
     found = client.get_experiment_by_name(experiment)
     rows = []

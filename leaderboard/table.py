@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from harness.errors import ForgeBenchError
-from leaderboard import stats
+from leaderboard import predicted, stats
 
 FAST_P = (0, 1, 1.5, 2)
 
@@ -19,6 +19,8 @@ FAST_P = (0, 1, 1.5, 2)
 # by name, less any the list names on its own (the best baseline's): a baseline added as one file
 # (harness/evaluate/baselines/) is shown with no edit here.
 BASELINE = "{baseline}"
+# "{source}" likewise stands for one column per model the records' captured tasks came from.
+SOURCE = "{source}"
 
 # Which columns the leaderboard shows, in order (presentation is declared apart from execution).
 COLUMNS = [
@@ -35,6 +37,7 @@ COLUMNS = [
     "ci95_high",
     "geomean_vs_{baseline}",
     "geomean_vs_best",
+    predicted.COLUMN,
     "cost_usd",
     "cost_per_task",
     "tokens",
@@ -94,7 +97,7 @@ OPTIONAL_COLUMNS += ["e2e_prefill_speedup_vs_eager", "e2e_decode_speedup_vs_eage
 OPTIONAL_COLUMNS += ["realization", "refused"]
 
 TAGS = ("task", "task_hash", "agent", "platform", "suite", "stop_reason", "device", "torch_ops", "torch_ops_used")
-TAGS += ("best_baseline", "verdict")
+TAGS += ("best_baseline", "verdict", "source", "operator", "members")
 METRICS = ("correct", "speedup_vs_eager", "time_ms", "time_p20_ms", "time_p80_ms", "speedup_vs_best")
 METRICS += ("cost_usd", "tokens_in", "tokens_out", "llm_calls", "wall_s")
 BASE = (
@@ -118,6 +121,12 @@ class Layout:
 
 RUN_LAYOUT = Layout(COLUMNS, SUMMARY_FIELDS)
 TASK_LAYOUT = Layout(PER_TASK_COLUMNS, ["task_set", *PER_TASK_COLUMNS, "task_hash", "parent_run_id"])
+# `--predicted`: a row per suite run, captured model and execution mode (leaderboard/predicted.py).
+PREDICTED_LAYOUT = Layout(
+    predicted.VIEW_COLUMNS,
+    ["task_set", *predicted.VIEW_COLUMNS, "parent_run_id"],
+    table_name="predicted end to end, task set",
+)
 
 
 def _search(client, experiment_id: str, query: str) -> Iterator:
@@ -257,6 +266,8 @@ def _summary(group: pd.DataFrame, compared: list[str], resamples: int, seed: int
         "ci95_high": high,
         # Over each baseline, and over the best one each task had (where recorded): how far past it.
         **{f"geomean_vs_{b}": stats.geomean(group[f"speedup_vs_{b}"].to_numpy(float)[recorded]) for b in compared},
+        # What the kernels would do to each model the tasks were captured from (leaderboard/predicted.py).
+        **predicted.columns(group),
         "cost_usd": cost,
         "cost_per_task": cost / tasks,
         "tokens_in": tokens_in,
@@ -285,7 +296,7 @@ def summarize(tasks: pd.DataFrame, resamples: int = stats.RESAMPLES, seed: int =
     (the guard falls back to PyTorch); geomean_correct is over correct tasks only, NaN without one;
     ci95_low/high bound geomean_speedup by resampling the run's tasks."""
     compared = baselines(tasks)
-    fields = expand(SUMMARY_FIELDS, compared)
+    fields = expand(SUMMARY_FIELDS, compared, predicted.sources(tasks))
     if tasks.empty:
         return pd.DataFrame(columns=fields)
     rows = [_summary(group, compared, resamples, seed) for _, group in tasks.groupby("parent_run_id", sort=False)]
@@ -306,6 +317,7 @@ def by_task_set(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 
 _COMPARED = re.compile(r"(?:speedup|geomean)_vs_(?P<name>\w+)")
+_PREDICTED = re.compile(predicted.COLUMN.format(source="(?P<name>.+)"))
 
 
 def baselines(frame: pd.DataFrame) -> list[str]:
@@ -315,17 +327,29 @@ def baselines(frame: pd.DataFrame) -> list[str]:
     return sorted({m["name"] for c in frame.columns if (m := _COMPARED.fullmatch(str(c)))} - {"eager"})
 
 
-def expand(columns: list[str], names: list[str]) -> list[str]:
-    """The columns with each "{baseline}" entry spelled out for every name, less the columns the list
-    names on their own."""
-    own = {c for c in columns if BASELINE not in c}
-    spelled = lambda c: [c.format(baseline=n) for n in names if c.format(baseline=n) not in own]
-    return [name for c in columns for name in (spelled(c) if BASELINE in c else [c])]
+def captured_models(frame: pd.DataFrame) -> list[str]:
+    """The models a suite run summary predicts end to end (its `predicted_e2e_<source>` columns)."""
+    return sorted({m["name"] for c in frame.columns if (m := _PREDICTED.fullmatch(str(c)))})
+
+
+def expand(columns: list[str], names: list[str], models: list[str] = ()) -> list[str]:
+    """The columns with each "{baseline}" entry spelled out for every baseline name and each
+    "{source}" entry for every captured model, less the columns the list names on their own."""
+    own = {c for c in columns if BASELINE not in c and SOURCE not in c}
+    values = {BASELINE: ("baseline", names), SOURCE: ("source", models)}
+
+    def spelled(column: str) -> list[str]:
+        for mark, (key, found) in values.items():
+            if mark in column:
+                return [name for name in (column.format(**{key: v}) for v in found) if name not in own]
+        return [column]
+
+    return [name for c in columns for name in spelled(c)]
 
 
 def columns_for(frame: pd.DataFrame, columns: list[str]) -> list[str]:
-    """Those of the columns, with a column per baseline spelled out, that the frame has."""
-    return [c for c in expand(columns, baselines(frame)) if c in frame]
+    """Those of the columns, with a column per baseline and per captured model spelled out, that the frame has."""
+    return [c for c in expand(columns, baselines(frame), captured_models(frame)) if c in frame]
 
 
 def shown(frame: pd.DataFrame, columns: list[str] | None = None) -> pd.DataFrame:

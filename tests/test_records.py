@@ -144,3 +144,27 @@ def test_a_run_over_xdist_workers_is_one_suite_run_with_a_line_per_task_and_no_b
     children = _runs(tmp_path / "mlflow.db", "task")
     assert sorted(r.data.tags["task"] for r in children) == ["rmsnorm_qwen", "silu_and_mul_qwen"]
     assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parent.info.run_id}
+
+
+def test_a_captured_task_run_records_its_share_and_a_fused_one_its_members(tmp_path):
+    from harness.agents.base import AgentOutcome
+    from harness.agents.tree import SearchTree
+    from harness.record import Recorder
+    from harness.tasks import select
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    recorder = Recorder(uri, "forgebench")
+    parent = recorder.start_suite({"agent": "oneshot", "model.label": "m", "run_dir": str(tmp_path)}, {})
+    captured = select("resnet50")
+    fused, single = next(t for t in captured if t.fused), next(t for t in captured if not t.fused)
+    runs = {}
+    for task in (fused, single):
+        outcome = AgentOutcome(None, "rounds", SearchTree(tmp_path / task.id / "tree.jsonl"))
+        runs[task.id] = mlflow_client(uri).get_run(recorder.record_task(parent, task, outcome, tmp_path, 1.0))
+    # What the leaderboard's prediction reads (leaderboard/predicted.py): the share, and a fused
+    # task's ATen calls beside a single-call task's operator.
+    assert runs[fused.id].data.metrics["time_share"] == fused.time_share > 0
+    assert runs[fused.id].data.tags["members"] == ",".join(fused.members)
+    assert runs[fused.id].data.tags["members"].startswith("aten.")
+    assert runs[single.id].data.tags["operator"] == single.operator and "members" not in runs[single.id].data.tags
+    assert runs[single.id].data.metrics["time_share"] == single.time_share > 0

@@ -15,6 +15,11 @@ def add(sub) -> None:
     board.add_argument("--run", dest="run_id", default=None, help="only this suite run (its id, or its first 6+)")
     board.add_argument("--per-task", action="store_true", help="one row per task instead of per suite run")
     board.add_argument("--e2e", action="store_true", help="the models with their kernels back in (forgebench e2e)")
+    board.add_argument(
+        "--predicted",
+        action="store_true",
+        help="each run's kernels in the models they came from: Amdahl over the capture's shares, per mode",
+    )
     board.add_argument("--format", choices=["md", "json", "csv", "html"], default="md", help="default: md")
     board.add_argument("--out", default=None, metavar="FILE", help="write the table to FILE instead of stdout")
     board.add_argument("--suite", default=None, help="only runs of this suite (or task set, as the headings name it)")
@@ -28,7 +33,16 @@ def add(sub) -> None:
 
 def leaderboard(args: argparse.Namespace) -> int:
     from leaderboard.formats import FORMATS
-    from leaderboard.table import RUN_LAYOUT, TASK_LAYOUT, by_task_set, per_task, select_runs, summarize, task_runs
+    from leaderboard.table import (
+        PREDICTED_LAYOUT,
+        RUN_LAYOUT,
+        TASK_LAYOUT,
+        by_task_set,
+        per_task,
+        select_runs,
+        summarize,
+        task_runs,
+    )
 
     tracking_uri, experiment = store.checked(args)
     if args.e2e:
@@ -44,6 +58,14 @@ def leaderboard(args: argparse.Namespace) -> int:
     else:
         filters = {k: getattr(args, k) for k in ("suite", "model", "agent", "platform", "since")}
         tasks = select_runs(tasks, run=args.run_id, **filters)
+    if args.predicted:
+        from leaderboard.e2e import e2e_runs
+        from leaderboard.predicted import view
+
+        frame = view(tasks, e2e_runs(tracking_uri, experiment))
+        if frame.empty and not tasks.empty:
+            print("no captured tasks with a recorded time_share in these runs; nothing to predict.", file=sys.stderr)
+        return _write(FORMATS[args.format](by_task_set(frame), PREDICTED_LAYOUT), args.out)
     frame, layout = (per_task(tasks), TASK_LAYOUT) if args.per_task else (summarize(tasks), RUN_LAYOUT)
     return _write(FORMATS[args.format](by_task_set(frame), layout), args.out)
 

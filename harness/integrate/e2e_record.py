@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness import serial
+from harness.amdahl import realization
 
 # 2: execution modes, per-kernel figures, realization; 1 (no `version` key): eager only.
 VERSION = 2
@@ -181,18 +182,6 @@ class E2EResult:
     @property
     def eager_speedup(self) -> float:
         return self.timings["eager"]["median_ms"] / self.timings["patched_eager"]["median_ms"]
-
-
-def predicted_speedup(shares_and_speedups: list[tuple[float, float | None]]) -> float:
-    """Amdahl's law: the model's speedup if each replaced share of its time ran that much faster."""
-    saved = sum(share * (1 - 1 / speedup) for share, speedup in shares_and_speedups if speedup and speedup > 0)
-    return 1 / (1 - saved)
-
-
-def realization(measured: float | None, predicted: float | None) -> float | None:
-    if measured is None or predicted is None or predicted < 1.005:
-        return None
-    return (measured - 1) / (predicted - 1)
 
 
 def _absent(value: Any) -> bool:

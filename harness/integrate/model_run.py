@@ -22,6 +22,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness import devices, serial
+from harness.amdahl import predicted_speedup, share_in_mode
 from harness.capture.builtin import PrefillThenDecode
 from harness.errors import ForgeBenchError
 from harness.evaluate import timing
@@ -36,7 +37,6 @@ from harness.integrate.e2e_record import (
     KernelFigures,
     Mode,
     ModeResult,
-    predicted_speedup,
 )
 from harness.integrate.graph_patch import Kernel
 from harness.integrate.phases import Phases
@@ -234,10 +234,9 @@ class ModelRun:
         the calls at its signature it took (counted in this workload: a changed one, fewer layers or
         steps, makes fewer calls than the capture's call_count). `scale`: a mode's time is a
         smaller whole (the share of an op whose time the mode leaves alone grows by eager/mode)."""
+        taken = {tid: min(1.0, n / max(self.sites[tid], 1)) for tid, n in hits.items() if n and tid in self.tasks}
         return {
-            tid: min(1.0, scale * (self.tasks[tid].get("time_share") or 0.0) * min(1.0, n / max(self.sites[tid], 1)))
-            for tid, n in hits.items()
-            if n and tid in self.tasks
+            tid: share_in_mode((self.tasks[tid].get("time_share") or 0.0) * part, scale) for tid, part in taken.items()
         }
 
     def isolated(self, task_id: str) -> float | None:

@@ -50,6 +50,7 @@ def _pages(site: Site):
     yield "compare.html", "compare.html.j2", pages.compare(site)
     yield "cost.html", "cost.html.j2", pages.cost(site)
     yield "rounds.html", "rounds.html.j2", pages.rounds(site)
+    yield "e2e.html", "e2e.html.j2", pages.e2e(site)
     for suite in site.suites:
         yield pages.run_page(suite.run_id), "run.html.j2", pages.run(site, suite)
         for task in suite.tasks:

@@ -1,4 +1,5 @@
-"""MLflow to plain records for the site's pages: suite runs, their task runs, step metrics, trees."""
+"""MLflow to plain records for the site's pages: suite runs, their task runs, step metrics, trees,
+and the e2e runs."""
 
 from __future__ import annotations
 
@@ -89,6 +90,10 @@ class Site:
     suites: list[SuiteRun]
     # One row per suite run, as `forgebench leaderboard` ranks them (leaderboard.table.summarize).
     summary: pd.DataFrame
+    # One row per e2e run and execution mode, as `forgebench leaderboard --e2e` reads them.
+    e2e: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # One row per suite run, captured model and mode, as `forgebench leaderboard --predicted` gives them.
+    predicted: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def task_sets(self) -> dict[str, list[SuiteRun]]:
         sets: dict[str, list[SuiteRun]] = {}
@@ -160,6 +165,8 @@ def _task_run(client, run, tracking_uri: str, scratch: Path) -> TaskRun:
 def load_site(tracking_uri: str, experiment: str) -> Site:
     """Every suite run of the experiment with its task runs, or a ForgeBenchError when there is none."""
     from harness.record import PARENT_KINDS, mlflow_client
+    from leaderboard.e2e import e2e_runs
+    from leaderboard.predicted import view
     from leaderboard.table import summarize, task_runs
 
     # Each artifact download would draw a progress bar on the terminal.
@@ -190,4 +197,5 @@ def load_site(tracking_uri: str, experiment: str) -> Site:
     for suite in ordered:
         suite.tasks.sort(key=lambda t: t.task)
     _name_runs(ordered)
-    return Site(experiment, ordered, summarize(task_runs(tracking_uri, experiment)))
+    tasks, e2e = task_runs(tracking_uri, experiment), e2e_runs(tracking_uri, experiment)
+    return Site(experiment, ordered, summarize(tasks), e2e, view(tasks, e2e))

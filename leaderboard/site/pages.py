@@ -13,7 +13,16 @@ import pandas as pd
 from leaderboard.site import charts
 from leaderboard.site.data import Site, SuiteRun, TaskRun
 from leaderboard.site.tree import best_node, node_details, tree_figure
-from leaderboard.table import COLUMNS, OPTIONAL_COLUMNS, TASK_COLUMNS, baselines, expand, shown
+from leaderboard.table import (
+    COLUMNS,
+    OPTIONAL_COLUMNS,
+    PREDICTED_LAYOUT,
+    TASK_COLUMNS,
+    baselines,
+    by_task_set,
+    expand,
+    shown,
+)
 
 # The leaderboard's columns with the run's id first: the tables are wider than a screen, and the
 # first column stays in view as they scroll (site.css), so each row keeps saying whose it is.
@@ -207,6 +216,38 @@ def rounds(site: Site) -> dict:
         ]
         sections.append({"task_set": task_set, "charts": [f for f in figures if f is not None]})
     return {"title": "Speedup and cost against rounds", "sections": sections}
+
+
+def _linked_table(frame: pd.DataFrame, columns: list[str], linked: str, suites: set[str]) -> dict:
+    """The frame's rows as cells, the column `linked` a link to the page of the suite run in its
+    row's parent_run_id, where that run is on the site."""
+    cells = shown(frame, columns)
+    link = lambda row, c: run_page(row["parent_run_id"]) if c == linked and row["parent_run_id"] in suites else None
+    rows = [[cell(row[c], link(row, c)) for c in cells.columns] for _, row in frame.iterrows()]
+    return {"columns": list(cells.columns), "rows": rows}
+
+
+def e2e(site: Site) -> dict:
+    """Each model with a suite run's kernels back in: a row per e2e run and execution mode, as
+    `forgebench leaderboard --e2e` prints them; then per task set what each suite run's kernels
+    predict for the models their tasks came from (`forgebench leaderboard --predicted`)."""
+    from leaderboard.e2e import LAYOUT
+
+    # The e2e run first (it stays in view as the table scrolls), then what each mode did; the model
+    # is the section's.
+    first = ["run", "mode", "mode_vs_eager", "mode_speedup", "kernels_kept", "predicted_speedup", "realization"]
+    columns = [*first, "refused", *(c for c in LAYOUT.shown if c not in (*first, "refused", "model"))]
+    suites = {suite.run_id for suite in site.suites}
+    tables = lambda frame: by_task_set(frame) if not frame.empty else []
+    measured = [
+        {"model": rows["model"].iloc[0], **_linked_table(rows, columns, "source_run", suites)}
+        for _, rows in tables(site.e2e)
+    ]
+    predicted = [
+        {"task_set": task_set, **_linked_table(rows, PREDICTED_LAYOUT.shown, "run", suites)}
+        for task_set, rows in tables(site.predicted)
+    ]
+    return {"title": "Models end to end", "measured": measured, "predicted": predicted}
 
 
 def tree(suite: SuiteRun, task: TaskRun) -> dict:

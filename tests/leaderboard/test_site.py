@@ -18,6 +18,7 @@ from leaderboard.site import charts, pages
 from leaderboard.site.build import build_site, script_json
 from leaderboard.site.data import SuiteRun, TaskRun, load_site
 from leaderboard.site.tree import node_details, tidy_layout, tree_figure
+from tests.leaderboard.captured_store import CAPTURED, PREDICTED_COMPILE, PREDICTED_EAGER, REFUSED, captured_store
 from tests.loopback_llm import LoopbackLLM
 from tests.test_suite import RMSNORM_KERNEL, forgebench, suite
 
@@ -174,7 +175,7 @@ def _page(site: Path, kind: str) -> Path:
 
 
 # Page type -> how many Plotly figures it draws.
-PAGES = {"index": 0, "compare": 1, "cost": 1, "rounds": 2, "run": 1, "task": 1, "tree": 1}
+PAGES = {"index": 0, "compare": 1, "cost": 1, "rounds": 2, "run": 1, "task": 1, "tree": 1, "e2e": 0}
 
 
 @pytest.mark.parametrize("kind", PAGES)
@@ -307,6 +308,58 @@ def test_the_run_stays_in_view_as_a_wide_table_scrolls(tmp_path, browser):
     run_cell, frame = page.locator(".wide td").first.bounding_box(), wide.bounding_box()
     assert frame["x"] - 1 <= run_cell["x"] < frame["x"] + frame["width"] / 2, (run_cell, frame)
     page.close()
+
+
+def _tables(visit: Visit) -> list[list[dict[str, str]]]:
+    """Every table of the page, as its rows, each cell by its column's heading."""
+    script = """[...document.querySelectorAll('table')].map(t => [...t.querySelectorAll('tr')].map(
+        r => [...r.children].map(c => c.innerText.trim())))"""
+    return [[dict(zip(rows[0], row)) for row in rows[1:]] for rows in visit.page.evaluate(script)]
+
+
+def test_the_e2e_page_shows_each_run_and_mode_and_what_each_suite_run_predicts(tmp_path, browser):
+    store = captured_store(tmp_path)
+    done = forgebench(tmp_path, "site", "out")
+    assert done.returncode == 0, done.stdout + done.stderr
+    visit = Visit(browser)
+    visit.open(tmp_path / "out" / "index.html", 0)
+    visit.page.click("nav >> text=End to end")
+    visit.page.wait_for_url("**/e2e.html")
+    measured, predicted = _tables(visit)
+    # A row per e2e run and mode: three e2e runs of resnet50, each weighed in three modes.
+    assert len(measured) == 9 and {r["mode"] for r in measured} == {"eager", "compile", "cuda_graph"}
+    modes = {r["mode"]: r for r in measured if r["run"] == store["e2e"][:8]}
+    compiled = {
+        "mode_vs_eager": "2",  # torch.compile alone halves eager's time
+        "mode_speedup": "1.25",  # the patched model against torch.compile alone
+        "kernels_kept": "2",
+        "predicted_speedup": "1.5",
+        "realization": "0.5",  # a 25% gain of a predicted 50%
+        "refused": "—",
+    }
+    assert {k: modes["compile"][k] for k in compiled} == compiled
+    assert modes["eager"]["mode_speedup"] == "1.25" and modes["eager"]["realization"] == "1.25"
+    assert modes["cuda_graph"]["refused"] == REFUSED and modes["cuda_graph"]["mode_speedup"] == "—"
+    # Each suite run's kernels, predicted per mode from the capture's shares, beside what was measured.
+    rows = {(r["model"], r["mode"]): r for r in predicted}
+    assert sorted(rows) == [("all", "compile"), ("all", "eager"), ("fused", "compile"), ("fused", "eager")]
+    for (label, mode), row in rows.items():
+        expected = (PREDICTED_EAGER if mode == "eager" else PREDICTED_COMPILE)[label]
+        assert row["predicted_speedup"] == f"{expected:.3g}" and row["source"] == "resnet50"
+    assert rows[("all", "compile")]["measured_speedup"] == "1.25" and rows[("fused", "compile")]["e2e_run"] == "—"
+    assert f"Task set {CAPTURED}" in visit.page.inner_text("main")
+    # The e2e run's suite run is a link to its page.
+    visit.page.locator("section").first.locator(f"a:text('{store['all'][:8]}')").first.click()
+    visit.page.wait_for_url(f"**/runs/{store['all']}.html")
+    assert "predicted_e2e_resnet50" in visit.page.inner_text("main")  # the run's row, with its prediction
+    visit.close()
+
+
+def test_the_e2e_page_says_when_there_are_no_e2e_runs(tmp_path):
+    uri = _store_with_a_hostile_kernel(tmp_path)
+    build_site(load_site(uri, "forgebench"), tmp_path / "out")
+    page = (tmp_path / "out" / "e2e.html").read_text()
+    assert "No e2e runs in this experiment" in page and "No suite run here recorded captured tasks" in page
 
 
 def test_no_store_is_one_sentence_and_nothing_is_made(tmp_path):

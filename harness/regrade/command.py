@@ -70,6 +70,7 @@ def main(args) -> int:
 def _grade_and_record(cfg, published: PublishedSet, pending, source, run_dir, journal, shas, args) -> None:
     from omegaconf import OmegaConf
 
+    from harness import devices
     from harness.config import instantiate
     from harness.evaluate import Evaluator
     from harness.evaluate.settings import for_run
@@ -104,8 +105,10 @@ def _grade_and_record(cfg, published: PublishedSet, pending, source, run_dir, jo
         recorder.record_solution(parents[solution.model], solution, result, wall_s, where)
         journal.add(row(solution, result, shas[solution.key]))
 
+    # Builds overlap timings where a timing counts device time, not the host's that builds take.
+    overlap = devices.load(platform.device).asynchronous
     try:
-        grade(evaluator, pending, args.jobs or os.cpu_count() or 1, _say, graded)
+        grade(evaluator, pending, args.jobs or os.cpu_count() or 1, _say, graded, overlap=overlap)
     finally:
         evaluator.close()
     _end(recorder, parents)  # a stopped regrade's runs stay RUNNING: unfinished until resumed

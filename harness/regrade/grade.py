@@ -1,9 +1,13 @@
 """A published set's solutions through the evaluator, with a line a user can watch for each.
 
-Builds run in parallel across the cores first (each in a sandboxed worker, filling the content-
-addressed build caches); the evaluations then run one at a time, so no timing shares the machine with
-another, grouped by problem so each reference runs once. Every solution gets a line as its build
-ends and as its timing starts and ends, with the time left estimated from those done.
+Builds run `jobs` at a time, each in a sandboxed worker that fills the content-addressed build caches,
+in the order the solutions are timed: problem by problem, so each problem's reference runs once. The
+timings run one at a time on this thread, so no timing shares the machine with another timing. Where
+a timing counts device time (a GPU), each solution is timed as soon as its build has ended while the
+rest build, and a problem's reference runs while its solutions still build: the device works from
+the first build on. Where it counts the host's time (a CPU), builds would slow it: every build
+ends first. A source that several solutions of a problem share is built once. Every solution gets a
+line as its build ends and as its timing starts and ends, with the time left estimated from those done.
 """
 
 from __future__ import annotations
@@ -12,16 +16,20 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from harness import errors
+from harness.errors import ForgeBenchError
 from harness.evaluate.result import EvalResult
 from harness.regrade.layouts import Solution
+from harness.tasks import Task
 
 # The longest reason a progress line shows: its first line, cut here (the records keep it whole).
 REASON_CHARS = 200
 
 Graded = Callable[[Solution, EvalResult, float], None]
+# A build's outcome: None when it built, else its failed result and the seconds it took.
+Built = tuple[EvalResult, float] | None
 
 
 def first_line(text: str) -> str:
@@ -42,50 +50,112 @@ def grade(
     jobs: int,
     progress: Callable[[str], None],
     graded: Graded,
+    *,
+    overlap: bool,
 ) -> None:
-    """Build every solution, then time each that built; `graded` gets each verdict as it is known
-    (failed builds first), with the seconds it took."""
-    if not solutions:
-        return
-    sources = {s.key: s.path.read_text(errors="replace") for s in solutions}
-    failed = _build_all(evaluator, solutions, sources, jobs, progress)
-    for solution in solutions:
-        if failed[solution.key] is not None:
-            result, seconds = failed[solution.key]
-            graded(solution, result, seconds)
-    built = sorted((s for s in solutions if failed[s.key] is None), key=lambda s: s.task.id)
-    started = time.monotonic()
-    for number, solution in enumerate(built, 1):
-        progress(f"timing {solution.key} ({number}/{len(built)})")
+    """Build on `jobs` workers while this thread times what has built (with `overlap`; else once all
+    have built); `graded` gets each verdict as it is known (a failed build's as soon as this thread
+    sees it), with the seconds it took, always from this thread."""
+    if solutions:
+        _Grading(evaluator, solutions, progress, graded).run(jobs, overlap)
+
+
+class _Grading:
+    def __init__(self, evaluator, solutions: list[Solution], progress: Callable[[str], None], graded: Graded):
+        self.evaluator, self.progress, self.graded = evaluator, progress, graded
+        self.order = sorted(solutions, key=lambda s: s.task.id)  # stable: the set's order within a problem
+        self.numbers = {s.key: f"{n}/{len(self.order)}" for n, s in enumerate(self.order, 1)}
+        self.sources = {s.key: s.path.read_text(errors="replace") for s in self.order}
+        self.builds: dict[str, Future] = {}  # by solution key; solutions sharing a build share its future
+        self.unsettled = list(self.order)  # those whose failed build this thread has not yet recorded
+        self.lock, self.builds_ended = threading.Lock(), itertools.count(1)
+        self.started, self.done = time.monotonic(), 0
+        self.build_count = len({(s.task.id, self.sources[s.key]) for s in self.order})
+
+    def say(self, line: str) -> None:
+        with self.lock:  # from the build threads too: never two lines written into one
+            self.progress(line)
+
+    def run(self, jobs: int, overlap: bool) -> None:
+        workers = max(1, min(jobs, self.build_count))
+        timing = "each timed as soon as it is built" if overlap else "then timing them"
+        self.say(f"building {len(self.order)} solutions, {workers} at a time; {timing}, one at a time")
+        pool = ThreadPoolExecutor(max_workers=workers)
+        try:
+            shared: dict[tuple[str, str], Future] = {}
+            for solution in self.order:
+                key = (solution.task.id, self.sources[solution.key])
+                if key not in shared:
+                    shared[key] = pool.submit(self._build, solution)
+                self.builds[solution.key] = shared[key]
+            if not overlap:
+                wait(shared.values())
+            self._time_all()
+        finally:
+            # Stopped (Ctrl-C, a harness fault): builds in flight end, so none leaves a half-built
+            # cache behind, and those not started never start.
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _build(self, solution: Solution) -> Built:
         began = time.monotonic()
-        result = evaluator.evaluate(solution.task, sources[solution.key])
-        last_of_its_task = number == len(built) or built[number].task.id != solution.task.id
-        if last_of_its_task:
-            evaluator.release(solution.task)
-        graded(solution, result, time.monotonic() - began)
-        progress(
-            f"{solution.key} ({number}/{len(built)}): {first_line(result.summary())}"
-            f" · {eta(started, number, len(built))}"
-        )
-
-
-def _build_all(evaluator, solutions: list[Solution], sources: dict, workers: int, progress) -> dict:
-    """Build every solution, `workers` at a time (they only compile and import): by key, None for each
-    that built, else its failed result and the seconds it took. A line as each build ends, never two
-    written into one."""
-    workers = min(workers, len(solutions))
-    progress(f"building {len(solutions)} solutions, {workers} at a time; then timing them one at a time")
-    lock, ended, started = threading.Lock(), itertools.count(1), time.monotonic()
-
-    def build(solution: Solution):
-        began = time.monotonic()
-        failed = evaluator.build(solution.task, sources[solution.key])
+        failed = self.evaluator.build(solution.task, self.sources[solution.key])
         outcome = "built" if failed is None else f"not built: {first_line(failed.summary())}"
-        with lock:
-            done = next(ended)
-            left = eta(started, done, len(solutions))
-            progress(f"{solution.key} ({done}/{len(solutions)} builds): {outcome} · {left}")
+        with self.lock:
+            ended = next(self.builds_ended)
+            left = eta(self.started, ended, self.build_count)
+            self.progress(f"{solution.key} ({ended}/{self.build_count} builds): {outcome} · {left}")
         return None if failed is None else (failed, time.monotonic() - began)
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return dict(zip((s.key for s in solutions), pool.map(build, solutions)))
+    def _time_all(self) -> None:
+        for _, solutions in itertools.groupby(self.order, key=lambda s: s.task.id):
+            self._time_problem(list(solutions))
+
+    def _time_problem(self, solutions: list[Solution]) -> None:
+        """Time the problem's solutions that build, each as soon as it has built, in any order; then
+        release its reference (the next problem's timings need the device to themselves)."""
+        task, left = solutions[0].task, list(solutions)
+        if not any(self.builds[s.key].done() for s in left):
+            self._prepare(task)
+        while left:
+            ready = [s for s in left if self.builds[s.key].done()]
+            self._settle()  # after `ready`: records each failed one among them
+            if not ready:
+                wait([f for f in set(self.builds.values()) if not f.done()], return_when=FIRST_COMPLETED)
+                continue
+            solution = ready[0]
+            left.remove(solution)
+            if self.builds[solution.key].result() is None:
+                self._time(solution)
+        self.evaluator.release(task)
+
+    def _time(self, solution: Solution) -> None:
+        number = self.numbers[solution.key]
+        self.say(f"timing {solution.key} ({number})")
+        began = time.monotonic()
+        result = self.evaluator.evaluate(solution.task, self.sources[solution.key])
+        self._graded(solution, result, time.monotonic() - began)
+        left = eta(self.started, self.done, len(self.order))
+        self.say(f"{solution.key} ({number}): {first_line(result.summary())} · {left}")
+
+    def _prepare(self, task: Task) -> None:
+        """The problem's reference run while its solutions still build, not after."""
+        try:
+            self.evaluator.reference(task)
+        except ForgeBenchError:
+            pass  # raised again by its first timing, if a solution of it builds
+
+    def _settle(self) -> None:
+        """Record every failed build that has ended and was not yet recorded."""
+        still = []
+        for solution in self.unsettled:
+            build = self.builds[solution.key]
+            if not build.done():
+                still.append(solution)
+            elif build.result() is not None:
+                result, seconds = build.result()
+                self._graded(solution, result, seconds)
+        self.unsettled = still
+
+    def _graded(self, solution: Solution, result: EvalResult, seconds: float) -> None:
+        self.done += 1
+        self.graded(solution, result, seconds)

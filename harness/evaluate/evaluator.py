@@ -106,7 +106,10 @@ class Evaluator:
         copy = self.work_dir / "tasks" / f"{task.id}-{task.content_hash}" / "reference.py"
         if not copy.is_file():
             make_worker_folder(copy.parent)
-            shutil.copyfile(task.reference_path, copy)
+            # Whole or absent: regrade's builds of one problem start together and read it at once.
+            partial = copy.with_name(f".{copy.name}.{threading.get_ident()}")
+            shutil.copyfile(task.reference_path, partial)
+            os.replace(partial, copy)
         return copy
 
     def _request(self, task: Task, mode: str, folder: Path, **extra) -> Path:
@@ -174,6 +177,9 @@ class Evaluator:
             close_to_workers(closed)
         result_path = folder / "result.json"
         if exit_.returncode != 0 or not result_path.is_file():
+            if not trusted:  # killed mid-build: torch's lock would make the next build of it wait forever
+                for lock in (cache_root / "torch_extensions").glob("*/lock"):
+                    lock.unlink(missing_ok=True)
             ended = verdict.of_exit(exit_.returncode, timeout_s, exit_.log)
             return WorkerReport(ended.verdict, ended.reason)
         try:

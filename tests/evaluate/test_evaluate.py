@@ -208,6 +208,23 @@ def test_exits_in_forward_is_a_crash(planted):
     assert "exited with status 0 before writing its result" in result.reason
 
 
+KILLED_MID_BUILD = """
+import os
+lock = os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], "kernel_ext", "lock")
+os.makedirs(os.path.dirname(lock), exist_ok=True)
+open(lock, "w").close()  # as torch's load_inline holds it while it builds
+os._exit(1)
+"""
+
+
+def test_a_worker_killed_mid_build_leaves_no_lock_for_the_next_build(evaluator, task):
+    # torch's FileBaton waits forever on a lock left behind: the same source built again would time out.
+    result = evaluator.evaluate(task, KILLED_MID_BUILD)
+    assert result.verdict == "crash", result.to_json()
+    assert not list((evaluator.cache_dir / "sources").glob("*/torch_extensions/*/lock"))
+    assert list((evaluator.cache_dir / "sources").glob("*/torch_extensions/kernel_ext"))
+
+
 @pytest.mark.slow
 def test_allocates_64gb_fails_and_the_next_evaluation_is_correct(planted, task, evaluator):
     result = planted["allocates_64gb"].result()

@@ -1,7 +1,8 @@
 """Where a refereed bracket's time goes on a GPU: legitimate kernels refereed as landed, without the
 census (perf sampling of the candidate's threads), without the freezer (SIGSTOP between its calls),
-and without both, each beside the kernel timed directly (referee_gpu_probe.direct); then each variant's phases, the time per order
-from the referee's own account among them (reference_*_s, candidate_*_s).
+and without both, each beside the kernel timed directly (referee_gpu_probe.direct); then each
+variant's phases, the time per order from the referee's own account among them (reference_*_s,
+candidate_*_s).
 
     python3 -m benchmarks.referee_overhead_probe [VARIANT ...]   # on the H200, from the repository root
 """

@@ -1,6 +1,6 @@
 """An LLM's request as `forgebench e2e` times it: the whole request (prefill, then the decode
 steps), the prefill alone, each decode step by difference, and the tokens of every step compared
-with eager's. A small causal LM of our own stands in for transformers' (not installed in CI)."""
+with eager's. A small causal LM of our own stands in for transformers'."""
 
 from collections import namedtuple
 

@@ -33,7 +33,7 @@ from harness.integrate.traced import Traced
 BATCH, PROMPT, DECODE_STEPS, INTERMEDIATE = 2, 16, 2, 128
 
 
-def qwen35(layers: int):
+def qwen35(layers: int, full_attention_interval: int = 2):
     """Linear-attention and full-attention layers alternating (the real one: three to one)."""
     import transformers
 
@@ -49,7 +49,7 @@ def qwen35(layers: int):
         linear_value_head_dim=16,
         linear_num_key_heads=4,
         linear_num_value_heads=4,
-        full_attention_interval=2,
+        full_attention_interval=full_attention_interval,
     )
 
 

@@ -13,20 +13,8 @@ from harness.capture.builtin import PrefillThenDecode
 def build():
     import transformers
 
+    from benchmarks.integrate_depth import qwen35
+
     torch.manual_seed(0)
-    config = transformers.Qwen3_5TextConfig(
-        vocab_size=512,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
-        linear_key_head_dim=16,
-        linear_value_head_dim=16,
-        linear_num_key_heads=4,
-        linear_num_value_heads=4,
-        full_attention_interval=4,
-    )
-    lm = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+    lm = transformers.AutoModelForCausalLM.from_config(qwen35(4, full_attention_interval=4), attn_implementation="sdpa")
     return PrefillThenDecode(lm, 2), (torch.randint(0, 512, (2, 16)),)

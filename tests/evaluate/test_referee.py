@@ -89,8 +89,10 @@ def needs_census(result: EvalResult) -> None:
 def honest(result: EvalResult, legitimate: EvalResult) -> bool:
     """Correct at a speedup the legitimate kernel's own could be (a forged time is 40x and more below it).
     Speedups, each paired with eager at its own moment, not times: under `-n 2` the machine's load
-    changes several-fold between two evaluations."""
-    return result.correct and result.speedup_vs_eager < 5 * legitimate.speedup_vs_eager
+    changes several-fold between two evaluations, and within one the rounds' ratios spread (CI on a
+    fresh clone: 0.75x to 6.7x), so the bound is the legitimate kernel's upper spread."""
+    upper = max(legitimate.speedup_vs_eager, legitimate.speedup_vs_eager_p80 or 0.0)
+    return result.correct and result.speedup_vs_eager < 5 * upper
 
 
 @pytest.mark.slow

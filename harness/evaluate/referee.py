@@ -190,7 +190,7 @@ class Session:
                 checked_ms = self._check_draws()
                 phases["check_s"] = _clock() - start
                 if self.once is not None:
-                    self.batch = self._batch(min(self.once[0], min(checked_ms, default=1.0) - self.once[1]))
+                    self.batch = self._batch(min([self.once[0], *checked_ms]) - self.once[1])  # net of the blank
                 start = _clock()
                 result.paired = self._timed_rounds(solo)
                 phases["timing_s"] = _clock() - start

@@ -47,14 +47,23 @@ def _source(name: str) -> str:
     return text if name in {n for *_, n in LEGITIMATE} else f"{(GPU / 'rmsnorm_triton.py').read_text()}\n\n{text}"
 
 
+def _census(r) -> str:
+    """Where the worker's host time went in its sampled rounds (census.py), by library: on a GPU
+    this is diagnosis, and the line lets a legitimate kernel's shares be read beside a PyTorch one's."""
+    shares = {k: v for k, v in r.census.items() if k != "samples"}
+    if not shares:
+        return "census: none"
+    return "census: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()) + f" of {int(r.census['samples'])}"
+
+
 def _line(protocol: str, name: str, r, wall_s: float) -> str:
     if not r.correct:
-        return f"{protocol:9} {name:34} {r.verdict:10} {r.reason[:110]}"
+        return f"{protocol:9} {name:34} {r.verdict:10} {r.reason[:110]}; {_census(r)}"
     spread = f" ({r.speedup_vs_eager_p20:.3g}-{r.speedup_vs_eager_p80:.3g})" if r.speedup_vs_eager_p20 else ""
     return (
         f"{protocol:9} {name:34} {r.verdict:10} {r.speedup_vs_eager:.3g}x{spread}; kernel {r.time_ms:.4g} ms, "
         f"eager {r.baselines['eager']:.4g} ms; batch {r.phases.get('batch', '-')}, "
-        f"{r.calls_checked or '-'} judged; {wall_s:.1f} s"
+        f"{r.calls_checked or '-'} judged; {wall_s:.1f} s; {_census(r)}"
     )
 
 

@@ -272,11 +272,21 @@ class ModelRun:
                 found = weigh.weigh(self.decisions)
             if not found.refused:
                 found.agreement = agreement(self.eager_out, weigh.last["out"]) if found.kept else {}
-                scale = found.base_vs_eager or 1.0
+                scale = self.mode_scale(found)
                 found.predicted_speedup = predicted_speedup(
                     [(s, self.isolated(t)) for t, s in self.shares(found.hits_per_forward, scale).items()]
                 )
             self.result.modes[mode.value] = found
+
+    def mode_scale(self, found: ModeResult) -> float:
+        """How much larger a captured share is in the mode: the capture's forward time over the mode's
+        own (each op taken to cost there what it cost captured, docs/e2e-modes.md "Realization").
+        Eager over the mode where the capture's time is unknown: eager's wall time counts its host
+        time, which the GPU's shares do not, and which drifts with the host's load."""
+        captured, base = self.request.get("captured_ms"), (found.timings.get("base") or {}).get("median_ms")
+        if captured and base:
+            return captured / base
+        return found.base_vs_eager or 1.0
 
     def kernel_figures(self) -> None:
         """Per kernel, isolated, in-place and in-model speedups side by side, and the modes it went in."""

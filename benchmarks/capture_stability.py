@@ -1,4 +1,4 @@
-"""Compare two captures of one model (issue 4: "capturing a model twice gives the same task set,
+"""Compare two captures of one model ("capturing a model twice gives the same task set,
 with shares within 10%"): the task sets, and each common task's share in both.
 
     python benchmarks/capture_stability.py tasks/qwen35/manifest.yaml /tmp/cap2/qwen35/manifest.yaml

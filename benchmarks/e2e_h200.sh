@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14's H200 tables: for each MODEL[:OVERRIDE[,OVERRIDE...]] given, a suite run of the offline
+# The H200 e2e tables (docs/results.md): for each MODEL[:OVERRIDE[,OVERRIDE...]] given, a suite run of the offline
 # model (oneshot, triton, eager baseline) on conf/suite/<model>-e2e.yaml, then `forgebench e2e` on
 # that run, then `forgebench leaderboard --e2e`. Logs and each e2e.json (or the model run's partial
 # file, if its timeout stopped it) go to $OUT. Needs the wheels of benchmarks/gpu_wheels.sh in .whl/.

@@ -1,4 +1,4 @@
-"""Which Landlock rules let a confined worker start CUDA? (issue 3: confinement on GPU platforms.)
+"""Which Landlock rules let a confined worker start CUDA? (confinement on GPU platforms.)
 
 Each probe is a fresh child that confines itself as a worker would (harness/evaluate/confine.py,
 the folders of harness/evaluate/sandbox.py plus the code roots) with one change, then calls

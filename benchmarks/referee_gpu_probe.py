@@ -3,7 +3,9 @@ the referee (referee.py: the host's clock over batches of calls, outputs read th
 for the legitimate ones, timed directly in this process (triton.testing.do_bench: CUDA events, the
 L2 flushed between calls; our own kernels, so no referee is needed), eager beside them.
 
-    python3 benchmarks/referee_gpu_probe.py   # on the H200, from the repository root
+    python3 benchmarks/referee_gpu_probe.py [NAME ...]   # on the H200, from the repository root
+
+NAMEs pick some of the legitimate kernels and plants below (all when none is given).
 
 Prints one line per evaluation: the protocol, verdict, speedup over eager (with the rounds' p20-p80
 where refereed), the kernel's and eager's time per call, the batch, calls judged, and wall seconds.
@@ -99,9 +101,11 @@ def evaluators() -> dict[str, Evaluator]:
     return found
 
 
-def main() -> None:
+def main(only: list[str]) -> None:
     found = evaluators()
     for platform, task_id, name in LEGITIMATE:
+        if only and name not in only:
+            continue
         task = resolve_one(task_id)
         print(direct(task, _source(name)).replace("candidate", name), flush=True)
         for _ in range(2):
@@ -109,10 +113,14 @@ def main() -> None:
             r = found[platform].evaluate(task, _source(name))
             print(_line("referee", f"{name} ({task_id})", r, time.perf_counter() - start), flush=True)
     for name in PLANTED:
+        if only and name not in only:
+            continue
         start = time.perf_counter()
         r = found["triton"].evaluate(resolve_one("rmsnorm_bf16_qwen"), _source(name))
         print(_line("referee", name, r, time.perf_counter() - start), flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(sys.argv[1:])

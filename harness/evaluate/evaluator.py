@@ -12,6 +12,7 @@ import os
 import shutil
 import threading
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from harness.evaluate.sandbox import (
     worker_folder,
 )
 from harness.evaluate.settings import EvalSettings
+from harness.evaluate.source_caches import SourceCaches
 from harness.evaluate.verdict import shorten
 from harness.platforms.base import Platform
 from harness.tasks import Task
@@ -84,6 +86,7 @@ class Evaluator:
         self._needs_stdlib_copy = platform.drop_privileges and stdlib_copy.needed()
         self._stdlib_copy: Path | None = None
         self._stdlib_lock = threading.Lock()
+        self._sources = SourceCaches(self.cache_dir)
         self._references: dict[str, _Reference] = {}
         self._ceilings_path = self.cache_dir / f"ceilings-{platform.device}.json"
         for name in platform.baselines:
@@ -151,9 +154,27 @@ class Evaluator:
         trusted worker (the reference and its baselines) keeps our user and has compiler caches of
         its own: Inductor and Triton caches hold code that gets executed, so a cache a candidate
         could write to would let it run code in the reference's worker."""
+        cache_root = self.cache_dir / "reference" if trusted else self._sources.of(folder / "candidate.py")
+        # A source's cache is held from its opening to its closing: a worker of the same source started
+        # meanwhile would find it closed mid-build.
+        with nullcontext() if trusted else self._sources.held(cache_root):
+            exit_ = self._worker(request, folder, timeout_s, task, cache_root, trusted, pool, started)
+        result_path = folder / "result.json"
+        if exit_.returncode != 0 or not result_path.is_file():
+            ended = verdict.of_exit(exit_.returncode, timeout_s, exit_.log)
+            return WorkerReport(ended.verdict, ended.reason)
+        try:
+            return WorkerReport.from_json(result_path.read_text(errors="replace"))
+        except (OSError, ValueError) as exc:  # the candidate shares the worker's process: a forged report
+            unusable = verdict.of_unusable_report(str(exc))
+            return WorkerReport(unusable.verdict, unusable.reason)
+
+    def _worker(
+        self, request: Path, folder: Path, timeout_s: float, task: Task, cache_root: Path, trusted: bool, pool, started
+    ):
+        """One worker run in its folder, with its caches opened to it and closed again after."""
         s = self.settings
         memory_gb = s.memory_gb if self.platform.limit_address_space else None
-        cache_root = self.cache_dir / "reference" if trusted else self._source_cache(folder / "candidate.py")
         shared_dirs = list(self.platform.cache_dirs(cache_root).values())
         env = prepare_workdir(folder, self.platform.worker_env(cache_root), shared_dirs, unprivileged=not trusted)
         reads = [self._reference_copy(task).parent]
@@ -175,27 +196,7 @@ class Evaluator:
         # What a worker wrote (outputs that pass the checks, its builds) is closed to every later worker.
         for closed in (folder, *shared_dirs):
             close_to_workers(closed)
-        result_path = folder / "result.json"
-        if exit_.returncode != 0 or not result_path.is_file():
-            if not trusted:  # killed mid-build: torch's lock would make the next build of it wait forever
-                for lock in (cache_root / "torch_extensions").glob("*/lock"):
-                    lock.unlink(missing_ok=True)
-            ended = verdict.of_exit(exit_.returncode, timeout_s, exit_.log)
-            return WorkerReport(ended.verdict, ended.reason)
-        try:
-            return WorkerReport.from_json(result_path.read_text(errors="replace"))
-        except (OSError, ValueError) as exc:  # the candidate shares the worker's process: a forged report
-            unusable = verdict.of_unusable_report(str(exc))
-            return WorkerReport(unusable.verdict, unusable.reason)
-
-    def _source_cache(self, candidate: Path) -> Path:
-        """The build caches of one candidate source, keyed by its content: a build is reused only by
-        the same source, so no candidate can plant a library another will load, or read another's
-        sources. Opened to the worker while it runs, closed to every worker after (_run)."""
-        sources = self.cache_dir / "sources"
-        make_worker_folder(sources)  # pass-through only: a worker can neither list nor create keys here
-        digest = hashlib.sha256(candidate.read_bytes() if candidate.is_file() else b"").hexdigest()[:24]
-        return sources / digest
+        return exit_
 
     def ceilings(self) -> dict[str, float] | None:
         return json.loads(self._ceilings_path.read_text()) if self._ceilings_path.is_file() else None
@@ -271,7 +272,7 @@ class Evaluator:
             lambda: self._run(ref_request, session, session_timeout_s, task, trusted=True),
             folder,
             start_candidate,
-            own_roots=[self._source_cache(folder / "candidate.py")],
+            own_roots=[self._sources.of(folder / "candidate.py")],
         )
         shutil.rmtree(session, ignore_errors=True)  # the reference session's inputs and outputs
         for name in ("call_inputs.bin", "call_outputs.bin"):

@@ -217,12 +217,37 @@ os._exit(1)
 """
 
 
-def test_a_worker_killed_mid_build_leaves_no_lock_for_the_next_build(evaluator, task):
-    # torch's FileBaton waits forever on a lock left behind: the same source built again would time out.
+# Waits on the lock as torch's load_inline does (FileBaton), then is the legitimate kernel.
+WAITS_ON_BUILD_LOCK = """
+import os
+from torch.utils.file_baton import FileBaton
+folder = os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], "kernel_ext")
+os.makedirs(folder, exist_ok=True)
+baton = FileBaton(os.path.join(folder, "lock"))
+if baton.try_acquire():
+    baton.release()
+else:
+    baton.wait()  # forever, where the lock is a dead build's
+"""
+
+
+def test_a_build_killed_midway_leaves_no_lock_that_stalls_the_next_build_of_its_source(evaluator, task, tmp_path):
+    # torch's FileBaton waits forever on a lock left behind: the same source built again would time out,
+    # and its verdict would blame the candidate. Left by a killed worker ...
     result = evaluator.evaluate(task, KILLED_MID_BUILD)
     assert result.verdict == "crash", result.to_json()
-    assert not list((evaluator.cache_dir / "sources").glob("*/torch_extensions/*/lock"))
     assert list((evaluator.cache_dir / "sources").glob("*/torch_extensions/kernel_ext"))
+    # ... or by a harness killed while its worker built (a regrade stopped by a machine's limit): the
+    # lock is in the source's cache before its worker starts.
+    text = WAITS_ON_BUILD_LOCK + "\n" + source(LEGITIMATE)
+    (tmp_path / "candidate.py").write_text(text)
+    stale = evaluator._sources.of(tmp_path / "candidate.py") / "torch_extensions" / "kernel_ext" / "lock"
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    for built in (stale.parent.parent, stale.parent):
+        built.chmod(0o777)  # as the worker that made them left them (it runs as nobody under root)
+    stale.write_text("")
+    after = evaluator.evaluate(task, text)
+    assert after.verdict == "correct", after.to_json()
 
 
 @pytest.mark.slow

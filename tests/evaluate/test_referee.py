@@ -90,9 +90,12 @@ def honest(result: EvalResult, legitimate: EvalResult) -> bool:
     """Correct at a speedup the legitimate kernel's own could be (a forged time is 40x and more below it).
     Speedups, each paired with eager at its own moment, not times: under `-n 2` the machine's load
     changes several-fold between two evaluations, and within one the rounds' ratios spread (CI on a
-    fresh clone: 0.75x to 6.7x), so the bound is the legitimate kernel's upper spread."""
+    fresh clone: 0.75x to 6.7x), so the bound is the legitimate kernel's upper spread. The plant's lower
+    spread is held to it: a forged clock or report lifts every round, while a burst of load beside eager
+    lifts a few (a loaded run read 3.3x at p20, 52x at the median and 49x at p80)."""
     upper = max(legitimate.speedup_vs_eager, legitimate.speedup_vs_eager_p80 or 0.0)
-    return result.correct and result.speedup_vs_eager < 5 * upper
+    lower = result.speedup_vs_eager_p20 or result.speedup_vs_eager
+    return result.correct and lower < 5 * upper
 
 
 @pytest.mark.slow

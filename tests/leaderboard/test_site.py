@@ -119,7 +119,9 @@ def test_the_two_providers_rank_apart_and_compare_task_by_task(runs):
                    "json").stdout
     )["comparisons"]  # fmt: skip
     assert (result["wins"], result["losses"], result["ties"]) == (2, 0, 0)
-    assert result["geomean_ratio"] > 1 and sorted(result["solved_only_by_b"]) == ["rmsnorm_qwen", "silu_and_mul_qwen"]
+    # Solving is what ranks them: the good provider's kernels' speed over eager is the machine's of the
+    # moment (0.52x-0.92x on a loaded 2-core CI machine, where a kernel slower than eager counts as eager).
+    assert result["geomean_ratio"] >= 1 and sorted(result["solved_only_by_b"]) == ["rmsnorm_qwen", "silu_and_mul_qwen"]
     assert "wins" in done.stdout and "2" in done.stdout
 
 

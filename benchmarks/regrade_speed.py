@@ -9,11 +9,17 @@ builds), graded with --jobs = the cores, then resumed. One summary line per phas
   those solutions are built again from the cache (no shared object is rewritten) and timed;
 - `again`: the same command once more: nothing is graded, nothing built.
 
+With `--stop-after S` the first phase is killed (SIGKILL, its whole process group: a machine's limit)
+S seconds in, and nothing follows; `--go-on` over the same `--work` then runs the command once more,
+as the next device call would (the machine keeps an ignored folder of the repository between warm
+calls), and says how many shared objects it rewrote. Each phase also prints the median seconds of
+the evaluator's phases over the solutions it timed (the journal's rows).
+
 From the repository root, with hydra and mlflow importable (benchmarks/gpu_wheels.sh on the H200):
 
     PYTHONPATH=/tmp/site:$PWD python3 -m benchmarks.regrade_speed --n 100
         [--problems KERNELBENCH] [--numbers 12,88] [--jobs CORES] [--resume 10] [--work DIR]
-        [--platform cuda] [--override KEY=VALUE ...]
+        [--stop-after SECONDS | --go-on] [--platform cuda] [--override KEY=VALUE ...]
 
 The default problems, 12 (diag(A) @ B, 67 MB of inputs) and 88 (minGPT's GELU, 268 MB), keep one
 timing to seconds; the elementwise problems 19-32 have 6.4 GB inputs, which take several times as
@@ -30,8 +36,11 @@ import json
 import os
 import re
 import shutil
+import signal
+import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -143,8 +152,9 @@ def shared_objects(work: Path) -> dict[str, float]:
     return {str(p): p.stat().st_mtime for p in (work / ".forgebench" / "cache" / "sources").rglob("*.so")}
 
 
-def regrade(work: Path, folder: Path, args, phase: str) -> dict:
-    """The command run once, its lines echoed with the seconds since it began; what they show."""
+def regrade(work: Path, folder: Path, args, phase: str, stop_after: float | None = None) -> dict:
+    """The command run once, its lines echoed with the seconds since it began; what they show. With
+    `stop_after`, its process group is killed that many seconds in, as a machine's limit would."""
     overrides = list(args.override)
     if not any(o.startswith("platform.baselines") for o in overrides):
         overrides.insert(0, "platform.baselines=[eager]")
@@ -159,8 +169,12 @@ def regrade(work: Path, folder: Path, args, phase: str) -> dict:
     seen = {"builds": 0, "not_built": 0, "timings": 0, "first_timing_s": None, "last_build_s": None}
     started = time.perf_counter()
     with subprocess.Popen(
-        command, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        command, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     ) as proc:
+        if stop_after is not None:
+            stopper = threading.Timer(stop_after, lambda: os.killpg(proc.pid, signal.SIGKILL))
+            stopper.daemon = True
+            stopper.start()
         for line in proc.stdout:
             at = time.perf_counter() - started
             print(f"[{phase} {at:6.1f}s] {line}", end="", flush=True)
@@ -203,12 +217,36 @@ def summary(phase: str, seen: dict, extra: str = "") -> str:
     return f"== {phase}: " + "; ".join(p for p in parts if p)
 
 
+def journal(work: Path) -> Path:
+    (path,) = (work / "runs" / "regrade").glob(f"{SET_NAME}-*/graded.jsonl")
+    return path
+
+
+def phase_medians(work: Path, skip: int) -> str:
+    """The median seconds of each evaluator phase over the journal's rows after the first `skip`
+    (those a phase graded), for the timed solutions: where a solution's timing goes."""
+    rows = [json.loads(line) for line in journal(work).read_text().splitlines()[skip:] if line.strip()]
+    timed = [r.get("phases", {}) for r in rows if r.get("phases", {}).get("timing_s")]
+    if not timed:
+        return "phases: none timed"
+    names = sorted({k for p in timed for k in p}, key=lambda k: -statistics.median(p.get(k, 0.0) for p in timed))
+    shown = ", ".join(f"{k} {statistics.median(p.get(k, 0.0) for p in timed):.3g}" for k in names)
+    return f"phases of {len(timed)} timed (median s): {shown}"
+
+
+def journal_rows(work: Path) -> int:
+    try:
+        return len(journal(work).read_text().splitlines())
+    except ValueError:  # no journal yet
+        return 0
+
+
 def drop_journal_tail(work: Path, rows: int) -> int:
     """The last `rows` rows of the regrade's journal removed, as if it had stopped before them."""
-    (journal,) = (work / "runs" / "regrade").glob(f"{SET_NAME}-*/graded.jsonl")
-    kept = journal.read_text().splitlines()
+    path = journal(work)
+    kept = path.read_text().splitlines()
     dropped = min(rows, len(kept))
-    journal.write_text("".join(line + "\n" for line in kept[: len(kept) - dropped]))
+    path.write_text("".join(line + "\n" for line in kept[: len(kept) - dropped]))
     return dropped
 
 
@@ -221,6 +259,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="builds at once (default: the cores)")
     parser.add_argument("--resume", type=int, default=10, help="journal rows dropped before the resume phase")
     parser.add_argument("--work", type=Path, default=None, help="a new folder for the run (default: under /tmp)")
+    stop = parser.add_mutually_exclusive_group()
+    stop.add_argument("--stop-after", type=float, default=None, metavar="SECONDS", help="kill the first phase then")
+    stop.add_argument("--go-on", action="store_true", help="run once more over --work's set (the next call)")
     parser.add_argument("--platform", default="cuda")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
@@ -229,6 +270,9 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"--numbers {','.join(unknown)}: no kernel written for them; choose of {','.join(KERNELS)}")
     work = (args.work or Path("/tmp") / f"regrade_speed-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    if args.go_on:
+        go_on(work, args)
+        return
     if work.exists() and any(work.iterdir()):
         raise SystemExit(f"--work {work} is not empty: the first phase needs a cold build cache")
     folder = write_set(work, args.problems.resolve(), numbers, args.n)
@@ -237,8 +281,11 @@ def main() -> None:
         f"{os.cpu_count()} cores, --jobs {args.jobs}, platform {args.platform}, {_device()}",
         flush=True,
     )
-    first = regrade(work, folder, args, "first")
-    lines = [summary("first", first)]
+    first = regrade(work, folder, args, "first", args.stop_after)
+    lines = [summary("first", first, phase_medians(work, 0) if journal_rows(work) else "")]
+    if args.stop_after is not None:
+        print(f"{lines[0]}\n== stopped {args.stop_after:.0f} s in; {journal_rows(work)} graded", flush=True)
+        return
     if first["returncode"] != 0:
         raise SystemExit(f"{lines[0]}\nthe first regrade failed (its lines above say why); no resume measured")
     before = shared_objects(work)
@@ -252,6 +299,21 @@ def main() -> None:
     lines.append(summary("again", regrade(work, folder, args, "again")))
     print("\n".join(lines), flush=True)
     print(json.dumps({"work": str(work), "n": args.n, "jobs": args.jobs, "numbers": numbers}))
+
+
+def go_on(work: Path, args) -> None:
+    """The command once more over the set in `work`, as the call after a stopped one runs it."""
+    folder = work / SET_NAME
+    if not folder.is_dir():
+        raise SystemExit(f"--go-on: no set in {work}; run once with --stop-after and the same --work first")
+    before, rows = shared_objects(work), journal_rows(work)
+    print(f"== go on: {rows} graded before, {len(before)} shared objects built; {_device()}", flush=True)
+    seen = regrade(work, folder, args, "go-on")
+    after = shared_objects(work)
+    rewritten = sum(1 for path, mtime in after.items() if path in before and before[path] != mtime)
+    new = sum(1 for path in after if path not in before)
+    extra = f"{rewritten} of {len(before)} built before rebuilt, {new} built now; {phase_medians(work, rows)}"
+    print(summary("go-on", seen, extra), flush=True)
 
 
 def _device() -> str:

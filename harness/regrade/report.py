@@ -16,7 +16,8 @@ from harness.regrade.record import claim_confirmed
 
 # What a table cell shows where a failed solution has no figure (report.json holds null).
 NO_FIGURE = "—"
-# The table's columns; report.json's rows hold these and the solution's time_ms and content hash.
+# The table's columns; report.json's rows hold these, the solution's time_ms and content hash, and the
+# seconds each phase of its evaluation took (evaluator phases: where a regrade's time goes).
 SHOWN = ["solution", "model", "problem", "verdict", "reason", "speedup_vs_eager", "speedup_vs_compile"]
 SHOWN += ["claimed_speedup", "claim", "torch_ops"]
 
@@ -42,6 +43,7 @@ def row(solution: Solution, result: EvalResult, sha: str) -> dict:
         "time_ms": _number(result.time_ms),
         "torch_ops": ", ".join(result.torch_ops[:4]),
         "sha256": sha,
+        "phases": {k: round(v, 4) for k, v in result.phases.items() if not math.isnan(v)},
     }
 
 

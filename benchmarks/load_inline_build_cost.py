@@ -8,9 +8,8 @@ from outside the candidate change it (docs/regrade.md: regrading sets of load_in
 2. Each compile step again by its own command from that build.ninja, with wall and CPU seconds: the .cu
    as torch built it (TORCH_CUDA_ARCH_LIST as set, else the GPUs' `X.Y+PTX`, torch's default), with
    nvcc's phase times (`-time`); with one `-gencode` (SASS only, as TORCH_CUDA_ARCH_LIST=X.Y gives);
-   main.cpp as built, and with a precompiled torch/extension.h (what load_inline's use_pch does, built
-   here in a folder of its own instead of torch's include folder, and offered through CPATH, which
-   a build worker's environment could carry); and the .cu with no torch header
+   main.cpp as built, and with the harness's precompiled torch/extension.h offered through CPATH as
+   a candidate's worker gets it (harness/evaluate/precompiled.py); and the .cu with no torch header
    (the kernel and a launcher taking pointers, the binding in main.cpp: the candidate's choice).
 
 On a torch without CUDA (a CPU wheel) the link fails (no libtorch_cuda) and the compile steps are
@@ -25,7 +24,6 @@ import json
 import os
 import re
 import resource
-import shlex
 import shutil
 import subprocess
 import tempfile
@@ -138,29 +136,20 @@ def _variants(folder: Path, v: dict[str, str]) -> dict:
     rows["cu_without_torch_header"] = _timed(f"{nvcc} -c slim.cu -o c.o {post}", folder)
     cxx = f"{v['cxx']} {v['cflags']}"
     rows["cpp_as_built"] = _timed(f"{cxx} -c main.cpp -o d.o {v['post_cflags']}", folder)
-    pch = folder / "pch" / "torch"
-    pch.mkdir(parents=True)
-    # The header precompiled with the unit's own flags but its name (it changes per extension).
-    flags = re.sub(r"-DTORCH_EXTENSION_NAME=\S+", "", v["cflags"])
-    header = _header(v["cflags"])
-    rows["pch_build"] = _timed(
-        f"{v['cxx']} {flags} -x c++-header {header} -o {pch / 'extension.h.gch'} {v['post_cflags']}", folder
-    )
-    # Offered through CPATH (searched as -I, before torch's -isystem folders): the command is torch's own.
-    rows["cpp_with_pch"] = _timed(
-        f"{v['cxx']} -Winvalid-pch {v['cflags']} -c main.cpp -o e.o {v['post_cflags']}",
-        folder,
-        {"CPATH": str(pch.parent)},
-    )
+    # The harness's precompiled torch/extension.h (harness/evaluate/precompiled.py), made for a C++
+    # extension's main.cpp and offered through CPATH as a candidate's worker gets it: whether GCC
+    # finds it valid for a CUDA extension's main.cpp too (-Winvalid-pch says why not).
+    from harness.evaluate.precompiled import PrecompiledHeader
+
+    started = time.perf_counter()
+    header = PrecompiledHeader(True)
+    pch = header.folder()
+    rows["pch_ready"] = {"wall_s": round(time.perf_counter() - started, 2), "failed": header.failed}
+    if pch is not None:
+        rows["cpp_with_pch"] = _timed(
+            f"{v['cxx']} -Winvalid-pch {v['cflags']} -c main.cpp -o e.o {v['post_cflags']}", folder, {"CPATH": str(pch)}
+        )
     return rows
-
-
-def _header(cflags: str) -> str:
-    for flag in shlex.split(cflags):
-        candidate = Path(flag) / "torch" / "extension.h"
-        if candidate.is_file():
-            return str(candidate)
-    raise SystemExit(f"torch/extension.h in none of {cflags}")
 
 
 def main() -> None:

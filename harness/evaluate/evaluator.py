@@ -23,6 +23,7 @@ from harness.evaluate.checks import near_constant
 from harness.evaluate.footprint import check_fits
 from harness.evaluate.hands import secret_seed
 from harness.evaluate.outputs import read as read_outputs
+from harness.evaluate.precompiled import PrecompiledHeader
 from harness.evaluate.referee import Refereed, Session
 from harness.evaluate.report import WorkerReport
 from harness.evaluate.result import EvalResult
@@ -87,6 +88,7 @@ class Evaluator:
         self._stdlib_copy: Path | None = None
         self._stdlib_lock = threading.Lock()
         self._sources = SourceCaches(self.cache_dir)
+        self._header = PrecompiledHeader(platform.precompiled_header)
         self._references: dict[str, _Reference] = {}
         self._ceilings_path = self.cache_dir / f"ceilings-{platform.device}.json"
         for name in platform.baselines:
@@ -185,6 +187,10 @@ class Evaluator:
                     self._stdlib_copy = stdlib_copy.ensure(self.cache_dir)
             env[stdlib_copy.ENV] = str(self._stdlib_copy)
             reads.append(self._stdlib_copy)
+        header = None if trusted else self._header.folder()
+        if header is not None:  # searched before torch's own include folders (precompiled.py)
+            env["CPATH"] = str(header)
+            reads.append(header)
         confinement = Confinement.for_worker(folder, reads, shared_dirs) if self._confine else None
         drop = self.platform.drop_privileges and not trusted
         # A worker of its own PID namespace sees no other process; CUDA IPC (hands.DeviceHands) needs the

@@ -23,6 +23,9 @@ class Platform:
     # Confine workers with Landlock where the kernel has it: no files but their own and the
     # system's, no other process's /proc files or ptrace, whichever user runs the harness.
     confine: bool = True
+    # Candidates build torch C++ extensions (load_inline): torch/extension.h, precompiled once per
+    # machine by the harness, is offered to their builds (harness/evaluate/precompiled.py).
+    precompiled_header: bool = False
 
     def unavailable_reason(self) -> str | None:
         """None when this machine can run the platform, else a sentence saying why not."""

@@ -187,7 +187,7 @@ class Evaluator:
                     self._stdlib_copy = stdlib_copy.ensure(self.cache_dir)
             env[stdlib_copy.ENV] = str(self._stdlib_copy)
             reads.append(self._stdlib_copy)
-        header = None if trusted else self._header.folder()
+        header = None if trusted else self._header.for_candidate(folder / "candidate.py")
         if header is not None:  # searched before torch's own include folders (precompiled.py)
             env["CPATH"] = str(header)
             reads.append(header)

@@ -16,7 +16,9 @@ written whole and renamed into place, and used only while it and every folder be
 temporary folder to it belong to this user and no one else may write them; workers never get it
 among their writable folders (sandbox.Confinement; as root they run as nobody).
 
-Made on the first candidate worker's start, which waits for it (about 50 s on two cores, once per
+Made on the start of the first candidate worker whose source names torch's extension header or
+`load_inline` (a hint read from the source: others, such as the cpu platform's own g++ builds, never
+parse it, so a run of them never waits), which waits for it (about 50 s on two cores, once per
 machine: later runs find it), so that every build after it skips the parse (a cold build of a C++
 extension on two cores: 28 s, 11 s with it; docs/regrade.md). One build per machine (a file lock
 across harness processes); a failed one is said once and the builds go on without it.
@@ -43,6 +45,12 @@ _BUILD_TIMEOUT_S = 600.0
 WRAPPER = "#pragma GCC system_header\n#include_next <torch/extension.h>\n"
 
 
+def wanted(source: str) -> bool:
+    """Whether a candidate's build may parse torch/extension.h. Read from untrusted text, it decides
+    nothing but whether a build waits for the header to be made."""
+    return "torch/extension.h" in source or "load_inline" in source or "cpp_extension" in source
+
+
 class PrecompiledHeader:
     def __init__(self, enabled: bool, root: Path | None = None):
         self.enabled = enabled
@@ -66,6 +74,15 @@ class PrecompiledHeader:
                 self._fail(f"{self._folder} is no longer this user's alone")
                 self._folder = None
             return self._folder
+
+    def for_candidate(self, candidate: Path) -> Path | None:
+        """The folder for the CPATH of the worker building this candidate file, where its source may
+        parse the header (wanted)."""
+        try:
+            source = candidate.read_text(errors="replace")
+        except OSError:
+            return None
+        return self.folder() if wanted(source) else None
 
     def _fail(self, why: str) -> None:
         self.failed = why

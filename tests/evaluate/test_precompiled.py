@@ -77,3 +77,13 @@ def test_a_machine_folder_planted_by_another_user_is_refused(tmp_path):
 def test_off_means_no_folder_and_nothing_made(tmp_path):
     header = PrecompiledHeader(False, root=tmp_path / "pch")
     assert header.folder() is None and not (tmp_path / "pch").exists()
+
+
+def test_only_a_candidate_whose_source_may_parse_torchs_header_gets_it_and_waits_for_it(tmp_path):
+    plain, inline = tmp_path / "plain.py", tmp_path / "inline.py"
+    plain.write_text("from harness.platforms.cpu import compile_cpp\n")  # the cpu platform's own g++ build
+    inline.write_text("from torch.utils.cpp_extension import load_inline\n")
+    header = PrecompiledHeader(True, root=tmp_path / "pch")
+    assert header.for_candidate(plain) is None and not (tmp_path / "pch").exists()  # nothing made for it
+    folder = _made(tmp_path / "pch")
+    assert header.for_candidate(inline) == folder

@@ -48,7 +48,10 @@ CANDIDATES = Path(__file__).resolve().parents[1] / "candidates"
 def test_a_load_inline_candidate_is_correct_whoever_runs_the_harness(make_evaluator):
     # As root with Python in a folder nobody may enter (a pyenv in /root), the workers read the
     # standard library and Python.h from the harness's copy of them.
-    result = make_evaluator().evaluate(resolve_one("rmsnorm_qwen"), (CANDIDATES / "rmsnorm_load_inline.py").read_text())
+    # The worker's default time: a cold load_inline build beside CI's other workers on two cores can
+    # pass the tests' 60 s (77 s once), which says nothing of who runs the harness.
+    evaluator = make_evaluator(timeout_s=300)
+    result = evaluator.evaluate(resolve_one("rmsnorm_qwen"), (CANDIDATES / "rmsnorm_load_inline.py").read_text())
     assert result.verdict == "correct", result.reason
 
 

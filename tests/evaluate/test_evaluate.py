@@ -212,7 +212,7 @@ KILLED_MID_BUILD = """
 import os
 lock = os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], "kernel_ext", "lock")
 os.makedirs(os.path.dirname(lock), exist_ok=True)
-open(lock, "w").close()  # as torch's load_inline holds it while it builds
+open(lock, "w").close()  # as torch's extension builder holds it while it builds
 os._exit(1)
 """
 

@@ -58,6 +58,7 @@ def test_a_load_inline_candidate_is_correct_whoever_runs_the_harness(make_evalua
 @pytest.mark.skipif(not stdlib_copy.needed(), reason="Python here is readable by the workers' user")
 def test_a_worker_that_cannot_read_the_standard_library_is_the_harness_fault(make_evaluator, monkeypatch):
     monkeypatch.setattr(stdlib_copy, "needed", lambda: False)  # as the harness was before the copy
-    evaluator = make_evaluator()
+    # (Without the precompiled header: the worker fails before any build, which need not wait for it.)
+    evaluator = make_evaluator(overrides=("platform.precompiled_header=false",))
     with pytest.raises(ForgeBenchError, match="the harness's fault, not the candidate's"):
         evaluator.evaluate(resolve_one("rmsnorm_qwen"), (CANDIDATES / "rmsnorm_load_inline.py").read_text())

@@ -7,8 +7,8 @@ an include folder searched before torch's own and it was made with the same opti
 the header as usual: so the harness (never a candidate) makes the .gch with the flags torch gives
 main.cpp (read from the build.ninja torch writes for an empty extension), one per common choice of
 `extra_cflags`, in a folder of its own beside a header that includes the real one, and offers that
-folder to candidate workers through CPATH (searched before the `-isystem` folders torch names). A candidate's
-compiled code is the same either way; only the parse is skipped.
+folder to candidate workers through CPATH (searched before the `-isystem` folders torch names).
+A candidate's compiled code is the same either way; only the parse is skipped.
 
 Trust: what a .gch holds is compiled into the extension that includes it, so a .gch a candidate
 could write would put its code into other candidates' kernels. The folder is made by this process,

@@ -171,14 +171,15 @@ def regrade(work: Path, folder: Path, args, phase: str, stop_after: float | None
     with subprocess.Popen(
         command, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     ) as proc:
+        stopper = threading.Timer(stop_after or 0.0, lambda: os.killpg(proc.pid, signal.SIGKILL))
+        stopper.daemon = True
         if stop_after is not None:
-            stopper = threading.Timer(stop_after, lambda: os.killpg(proc.pid, signal.SIGKILL))
-            stopper.daemon = True
             stopper.start()
         for line in proc.stdout:
             at = time.perf_counter() - started
             print(f"[{phase} {at:6.1f}s] {line}", end="", flush=True)
             _note(seen, line, at)
+        stopper.cancel()  # ended before its limit: nothing left to kill
     seen["wall_s"] = time.perf_counter() - started
     seen["returncode"] = proc.returncode
     return seen
@@ -241,6 +242,11 @@ def journal_rows(work: Path) -> int:
         return 0
 
 
+def rebuilt(before: dict[str, float], after: dict[str, float]) -> int:
+    """Shared objects of `before` written again (a build that a resumed regrade did not reuse)."""
+    return sum(1 for path, mtime in after.items() if path in before and before[path] != mtime)
+
+
 def drop_journal_tail(work: Path, rows: int) -> int:
     """The last `rows` rows of the regrade's journal removed, as if it had stopped before them."""
     path = journal(work)
@@ -284,7 +290,8 @@ def main() -> None:
     first = regrade(work, folder, args, "first", args.stop_after)
     lines = [summary("first", first, phase_medians(work, 0) if journal_rows(work) else "")]
     if args.stop_after is not None:
-        print(f"{lines[0]}\n== stopped {args.stop_after:.0f} s in; {journal_rows(work)} graded", flush=True)
+        ended = f"stopped {args.stop_after:.0f} s in" if first["returncode"] == -signal.SIGKILL else "ended by itself"
+        print(f"{lines[0]}\n== {ended}; {journal_rows(work)} graded", flush=True)
         return
     if first["returncode"] != 0:
         raise SystemExit(f"{lines[0]}\nthe first regrade failed (its lines above say why); no resume measured")
@@ -292,7 +299,7 @@ def main() -> None:
     dropped = drop_journal_tail(work, args.resume)
     resumed = regrade(work, folder, args, "resume")
     after = shared_objects(work)
-    rewritten = sum(1 for path, mtime in after.items() if before.get(path) != mtime)
+    rewritten = rebuilt(before, after) + sum(1 for path in after if path not in before)
     lines.append(
         summary("resume", resumed, f"{dropped} journal rows dropped, {rewritten} of {len(after)} .so rewritten")
     )
@@ -310,9 +317,9 @@ def go_on(work: Path, args) -> None:
     print(f"== go on: {rows} graded before, {len(before)} shared objects built; {_device()}", flush=True)
     seen = regrade(work, folder, args, "go-on")
     after = shared_objects(work)
-    rewritten = sum(1 for path, mtime in after.items() if path in before and before[path] != mtime)
     new = sum(1 for path in after if path not in before)
-    extra = f"{rewritten} of {len(before)} built before rebuilt, {new} built now; {phase_medians(work, rows)}"
+    extra = f"{rebuilt(before, after)} of {len(before)} built before rebuilt, {new} built now"
+    extra += f"; {phase_medians(work, rows)}"
     print(summary("go-on", seen, extra), flush=True)
 
 

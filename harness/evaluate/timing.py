@@ -309,9 +309,9 @@ def paired(
     and their ratio held within 10% over four runs beside a burning core where the median of the
     rounds' ratios swung 1.6x (docs/evaluation.md).
 
-    first_alone: the first's times (already net of their brackets) from before the second existed;
-    where they are lower, they count (on a device, work the second left queued can slow the first
-    beside it, and the ratio may only err low for the second)."""
+    first_alone: the first's times from before the second existed, bracket included like the rounds'
+    and netted as theirs are; where they are lower, they count (on a device, work the second left
+    queued can slow the first beside it, and the ratio may only err low for the second)."""
     cost = min(bracket_ms) if bracket_ms else 0.0
     net = lambda ms: max(ms - cost, ms / 20)
     first, second = [net(ms) for ms in first_ms], [net(ms) for ms in second_ms]
@@ -319,7 +319,7 @@ def paired(
     a, b = of_samples(first), of_samples(second)
     scale = 1.0
     if first_alone:
-        alone = of_samples([max(ms, 1e-6) for ms in first_alone])
+        alone = of_samples([net(ms) for ms in first_alone])
         if alone.p20_ms < a.p20_ms:
             a, scale = alone, alone.p20_ms / a.p20_ms
     return Paired(a, b, a.p20_ms / b.p20_ms, scale * _quantile(ratios, 0.2), scale * _quantile(ratios, 0.8), cost)

@@ -13,6 +13,7 @@ import importlib
 import json
 import os
 import resource
+import select
 import signal
 import site
 import sys
@@ -100,18 +101,35 @@ def _run_child(job: dict, code_roots: list[str]) -> None:
         os._exit(code)
 
 
-def _wait(pid: int, timeout_s: float) -> tuple[int, bool]:
+def _kill_session(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)  # the child's session: its threads and children too
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _harness_gone(requests: select.poll) -> bool:
+    """The harness holds the only writing end of this process's input, and sends nothing while a
+    job runs: a hang-up there means it died (kill -9, a machine's limit). Its zygotes run in
+    sessions of their own, so no signal to its group reaches them, and a worker left building or
+    hanging would run on for its whole time limit, holding the harness's output open."""
+    return any(events & (select.POLLHUP | select.POLLERR) for _, events in requests.poll(0))
+
+
+def _wait(pid: int, timeout_s: float, requests: select.poll) -> tuple[int, bool]:
     deadline = time.monotonic() + timeout_s
     delay = 0.001
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             return status, False
+        if _harness_gone(requests):
+            _kill_session(pid)
+            os.waitpid(pid, 0)
+            _reap_orphans()
+            os._exit(0)
         if time.monotonic() >= deadline:
-            try:
-                os.killpg(pid, signal.SIGKILL)  # the child's session: its threads and children too
-            except ProcessLookupError:
-                pass
+            _kill_session(pid)
             return os.waitpid(pid, 0)[1], True
         time.sleep(delay)
         delay = min(delay * 2, 0.02)
@@ -161,21 +179,25 @@ def serve() -> None:
         importlib.import_module(module)
     code_roots = _code_roots()
     out = sys.stdout
+    requests = select.poll()
+    requests.register(sys.stdin.fileno(), select.POLLIN)
     print(json.dumps({"ready": True}), file=out, flush=True)
     for line in sys.stdin:
         job = json.loads(line)
         pid = os.fork()
         if pid == 0:
             _run_child(job, code_roots)
-        print(json.dumps({"started": pid}), file=out, flush=True)  # for the referee's census (census.py)
-        status, timed_out = _wait(pid, job["timeout_s"])
-        if not timed_out:
-            try:
-                os.killpg(pid, signal.SIGKILL)  # threads or children the worker left behind
-            except (ProcessLookupError, PermissionError):
-                pass
-        _reap_orphans()
-        print(json.dumps({"status": status, "timed_out": timed_out}), file=out, flush=True)
+        try:
+            print(json.dumps({"started": pid}), file=out, flush=True)  # for the referee's census (census.py)
+            status, timed_out = _wait(pid, job["timeout_s"], requests)
+            if not timed_out:
+                _kill_session(pid)  # threads or children the worker left behind
+            _reap_orphans()
+            print(json.dumps({"status": status, "timed_out": timed_out}), file=out, flush=True)
+        except BrokenPipeError:  # the harness died between two lines: nobody reads the answer
+            _kill_session(pid)
+            _reap_orphans()
+            os._exit(0)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -181,3 +182,90 @@ def test_a_worker_makes_its_temporary_files_in_its_own_folder(tmp_path, monkeypa
             os._exit(0)
     os.waitpid(pid, 0)
     assert Path(answer.read_text()).parent == tmp
+
+
+def _descendants(root: int) -> set[int]:
+    """Every process below `root`, from /proc (the fourth field of stat is the parent's pid)."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            continue
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_a_harness_killed_while_its_candidate_hangs_leaves_no_process_behind(tmp_path):
+    # Zygotes run in sessions of their own, out of reach of a signal to the harness's group (a
+    # machine's limit, kill -9): each must see its harness gone and end its worker, not let it run on
+    # to its time limit, building or hanging and holding the harness's output open.
+    tmp_path.chmod(0o711)
+    harness = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "forgebench.cli",
+            "eval",
+            "--task",
+            "rmsnorm_qwen",
+            "--candidate",
+            str(CANDIDATES / "hangs.py"),
+            "--override",
+            "evaluate.timeout_s=240",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "FORGEBENCH_CACHE": str(tmp_path / "cache")},
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp_path / "harness.log").open("w"),
+    )
+    deadline = time.monotonic() + 180
+    try:
+        # Both sessions' workers forked (the reference's and the candidate's), then a moment for the
+        # candidate to reach its hang.
+        while time.monotonic() < deadline and len(_zygotes_at_work(harness.pid)) < 2:
+            time.sleep(0.5)
+        time.sleep(5)
+        left = _descendants(harness.pid)
+        assert len(left) >= 4, (tmp_path / "harness.log").read_text()[-2000:]
+    finally:
+        harness.kill()
+        harness.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(_alive(pid) for pid in left):
+        time.sleep(0.2)
+    assert not [pid for pid in left if _alive(pid)], "processes of the killed harness still run"
+
+
+def _zygotes_at_work(harness: int) -> list[int]:
+    """The harness's zygotes that have forked a worker."""
+    children = [pid for pid in _descendants(harness) if _parent(pid) == harness]
+    return [pid for pid in children if "harness.evaluate.zygote" in _command(pid) and _descendants(pid)]
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return None

@@ -73,3 +73,14 @@ def test_a_candidate_replacing_the_profiler_is_named(monkeypatch):
     timing.bind_clocks(devices.load("cuda"))  # the GPU adapter watches the profiler it relies on
     monkeypatch.setattr(torch.profiler, "profile", lambda *a, **k: None)
     assert "torch.profiler.profile" in timing.replaced_clocks()
+
+
+def test_paired_rounds_net_eagers_times_alone_as_they_net_its_times_beside():
+    # Eager 1.0 ms of work beside the candidate's 0.5 ms, each bracket 0.1 ms; eager alone read lower
+    # (0.9 ms of work) counts, and a handshake that ran slow in one of its rounds cannot take its time
+    # below its work: the H200 read eager alone as 1e-6 ms (a 2e-5x speedup) when each alone time
+    # was less its own blank.
+    beside, candidate, brackets = [1.1] * 10, [0.6] * 10, [0.1] * 10
+    paired = timing.paired(beside, candidate, brackets, first_alone=[1.0, 1.0, 1.0, 1.0, 1.0])
+    assert paired.ratio == pytest.approx(0.9 / 0.5)
+    assert timing.paired(beside, candidate, brackets, first_alone=[1.2] * 5).ratio == pytest.approx(2.0)

@@ -16,6 +16,13 @@ from harness.evaluate import confine
 CANDIDATES = Path(__file__).parents[1] / "candidates"
 
 
+def _eval_rmsnorm(candidate: Path, *overrides: str) -> list[str]:
+    """`forgebench eval` of a candidate for rmsnorm_qwen, as a user types it."""
+    given = [arg for override in overrides for arg in ("--override", override)]
+    cli = [sys.executable, "-m", "forgebench.cli"]
+    return [*cli, "eval", "--task", "rmsnorm_qwen", "--candidate", str(candidate), *given]
+
+
 @pytest.mark.skipif(os.getuid() != 0, reason="workers drop to the user nobody only when the harness runs as root")
 @pytest.mark.slow
 def test_api_key_in_the_harness_start_up_environment_is_not_readable(tmp_path):
@@ -26,21 +33,7 @@ def test_api_key_in_the_harness_start_up_environment_is_not_readable(tmp_path):
     tmp_path.chmod(0o711)
     env = {**os.environ, "OPENAI_API_KEY": "sk-test-not-a-real-key", "FORGEBENCH_CACHE": str(tmp_path / "cache")}
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "forgebench.cli",
-            "eval",
-            "--task",
-            "rmsnorm_qwen",
-            "--candidate",
-            str(snoop),
-            "--json",
-            "--override",
-            "evaluate.budget_ms=20",
-            "--override",
-            "evaluate.check_seeds=[1]",
-        ],
+        [*_eval_rmsnorm(snoop, "evaluate.budget_ms=20", "evaluate.check_seeds=[1]"), "--json"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -215,18 +208,7 @@ def test_a_harness_killed_while_its_candidate_hangs_leaves_no_process_behind(tmp
     # to its time limit, building or hanging and holding the harness's output open.
     tmp_path.chmod(0o711)
     harness = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "forgebench.cli",
-            "eval",
-            "--task",
-            "rmsnorm_qwen",
-            "--candidate",
-            str(CANDIDATES / "hangs.py"),
-            "--override",
-            "evaluate.timeout_s=240",
-        ],
+        _eval_rmsnorm(CANDIDATES / "hangs.py", "evaluate.timeout_s=240"),
         cwd=tmp_path,
         env={**os.environ, "FORGEBENCH_CACHE": str(tmp_path / "cache")},
         stdout=subprocess.DEVNULL,

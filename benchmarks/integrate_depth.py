@@ -2,8 +2,9 @@
 random weights (hidden size 64), each at 2 and 8 decoder layers, prefill then two decode steps, put
 through what `forgebench e2e` does before it times anything: trace, record the activations at the
 MLP activation's task, check the kernel on them, confirm it, one patched pass. Prints the CPU
-seconds of the process (one thread; least of `--repeats`: a host shared with other work stretches
-wall time, not CPU time), the graphs traced, the kernel's hits, and whether the tokens and logits
+seconds of the calling thread (torch on one thread, which does the work; the process's would count
+its other threads too, as a test worker's; least of `--repeats`: a host shared with other work
+stretches wall time, not CPU time), the graphs traced, the kernel's hits, and whether the tokens and logits
 match eager's (needs transformers):
 
     python -m benchmarks.integrate_depth [--layers 2 8] [--repeats 3] [--whole-graph]
@@ -122,7 +123,7 @@ def kernel(name: str, model: PrefillThenDecode, prompts: torch.Tensor) -> Kernel
 def integrate(model: PrefillThenDecode, prompts: torch.Tensor, task: Kernel, reuse_blocks: bool = True) -> dict:
     """Trace, record, check, confirm and one patched pass, as an e2e run's integration phase."""
     torch._dynamo.reset()
-    started, wall = time.process_time(), time.perf_counter()
+    started, wall = time.thread_time(), time.perf_counter()
     traced = Traced(model, reuse_blocks=reuse_blocks)
     forward = lambda compiled: compiled(prompts)
     recorded, _, sites = guard.record(traced, forward, [task])
@@ -132,7 +133,7 @@ def integrate(model: PrefillThenDecode, prompts: torch.Tensor, task: Kernel, reu
     out = traced.using(patch)(prompts)
     if prompts.is_cuda:
         torch.cuda.synchronize()
-    seconds, wall = time.process_time() - started, time.perf_counter() - wall
+    seconds, wall = time.thread_time() - started, time.perf_counter() - wall
     return {
         "seconds": seconds,
         "wall_s": wall,

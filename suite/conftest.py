@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import gc
 import os
 from pathlib import Path
 
 import pytest
 
+from forgebench.cli import skip_the_last_collections
 from harness.errors import ForgeBenchError
 
 _RUN = pytest.StashKey["object"]()
@@ -256,10 +255,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     run = config.stash.get(_RUN, None)
     if run is not None:
         run.close()
-        # Only the interpreter's end is left after pytest's: its last collections would walk every
-        # object torch, MLflow and pandas made (1.4 s a process on two cores) to free memory the
-        # exit frees anyway.
-        atexit.register(gc.freeze)
+        skip_the_last_collections()  # only the interpreter's end is left after pytest's
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

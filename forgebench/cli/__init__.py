@@ -30,7 +30,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    _skip_the_last_collections()
+    skip_the_last_collections()
     try:
         if argv[:1] == ["run"]:  # Hydra parses its own command line (overrides, -m, hydra/launcher=...)
             return run.sweep(argv[1:])
@@ -41,9 +41,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def _skip_the_last_collections() -> None:
+def skip_the_last_collections() -> None:
     """At exit, the interpreter's last garbage collections walk every object torch, MLflow and pandas
     made (1.4 s a process on two cores) only to free memory the exit frees anyway: frozen, they are
-    skipped. Registered once, however often main() is called in one process."""
+    skipped. Registered once, however often it is called in one process (main(), the suite's pytest)."""
     atexit.unregister(gc.freeze)
     atexit.register(gc.freeze)

@@ -116,6 +116,14 @@ def _harness_gone(requests: select.poll) -> bool:
     return any(events & (select.POLLHUP | select.POLLERR) for _, events in requests.poll(0))
 
 
+def _end_with_the_harness(pid: int) -> None:
+    """The worker's session killed and every orphan reaped (the worker among them), then this zygote
+    ends: nobody will read its answer."""
+    _kill_session(pid)
+    _reap_orphans()
+    os._exit(0)
+
+
 def _wait(pid: int, timeout_s: float, requests: select.poll) -> tuple[int, bool]:
     deadline = time.monotonic() + timeout_s
     delay = 0.001
@@ -124,10 +132,7 @@ def _wait(pid: int, timeout_s: float, requests: select.poll) -> tuple[int, bool]
         if done:
             return status, False
         if _harness_gone(requests):
-            _kill_session(pid)
-            os.waitpid(pid, 0)
-            _reap_orphans()
-            os._exit(0)
+            _end_with_the_harness(pid)
         if time.monotonic() >= deadline:
             _kill_session(pid)
             return os.waitpid(pid, 0)[1], True
@@ -195,9 +200,7 @@ def serve() -> None:
             _reap_orphans()
             print(json.dumps({"status": status, "timed_out": timed_out}), file=out, flush=True)
         except BrokenPipeError:  # the harness died between two lines: nobody reads the answer
-            _kill_session(pid)
-            _reap_orphans()
-            os._exit(0)
+            _end_with_the_harness(pid)
 
 
 if __name__ == "__main__":

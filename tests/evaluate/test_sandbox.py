@@ -177,8 +177,8 @@ def test_a_worker_makes_its_temporary_files_in_its_own_folder(tmp_path, monkeypa
     assert Path(answer.read_text()).parent == tmp
 
 
-def _descendants(root: int) -> set[int]:
-    """Every process below `root`, from /proc (the fourth field of stat is the parent's pid)."""
+def _parents() -> dict[int, int]:
+    """Each process's parent, from /proc (the fourth field of stat)."""
     parents = {}
     for entry in os.listdir("/proc"):
         try:
@@ -186,6 +186,12 @@ def _descendants(root: int) -> set[int]:
                 parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError):
             continue
+    return parents
+
+
+def _descendants(root: int, parents: dict[int, int] | None = None) -> set[int]:
+    """Every process below `root`."""
+    parents = _parents() if parents is None else parents
     found, frontier = set(), {root}
     while frontier:
         frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
@@ -234,8 +240,9 @@ def test_a_harness_killed_while_its_candidate_hangs_leaves_no_process_behind(tmp
 
 def _zygotes_at_work(harness: int) -> list[int]:
     """The harness's zygotes that have forked a worker."""
-    children = [pid for pid in _descendants(harness) if _parent(pid) == harness]
-    return [pid for pid in children if "harness.evaluate.zygote" in _command(pid) and _descendants(pid)]
+    parents = _parents()
+    children = [pid for pid, parent in parents.items() if parent == harness]
+    return [pid for pid in children if "harness.evaluate.zygote" in _command(pid) and _descendants(pid, parents)]
 
 
 def _command(pid: int) -> str:
@@ -243,11 +250,3 @@ def _command(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
     except OSError:
         return ""
-
-
-def _parent(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return int(stat.read().rsplit(")", 1)[1].split()[1])
-    except OSError:
-        return None

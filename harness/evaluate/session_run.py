@@ -55,9 +55,14 @@ def _copy_outputs(out: Any, into: list[torch.Tensor]) -> str | None:
 
 
 def _scaled(inputs: list[Any], scale: float) -> list[Any]:
+    """The floating inputs times `scale`, each in its own layout: a view with gaps (a captured
+    cache's slice) keeps its strides and its span, which the region's slot was made for."""
     if scale == 1.0:
         return inputs
-    return [v * scale if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in inputs]
+    return [
+        (_raw(v) * scale).as_strided(v.shape, v.stride()) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+        for v in inputs
+    ]
 
 
 def _plain_scalars(inputs: list[Any]) -> list[Any]:

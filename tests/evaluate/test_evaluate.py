@@ -346,6 +346,27 @@ def test_a_task_whose_reference_output_is_constant_calls_nothing_correct(tmp_pat
     assert "nearly constant" in result.reason
 
 
+def test_extreme_draws_of_an_input_viewed_with_gaps_keep_its_layout(tmp_path, make_evaluator):
+    # A captured cache's slice: every other column of a buffer. The extreme draws (inputs x100 and
+    # x0.01) once came out dense, no longer fit the region's slot, and the reference session failed
+    # (on the H200, three of Qwen3.5's captured tasks).
+    tmp_path.chmod(0o711)  # the reference worker runs as nobody under root
+    gaps = tmp_path / "double_every_other_column.py"
+    gaps.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def forward(self, x):\n        return x * 2.0\n\n\n"
+        "def get_inputs():\n    return [torch.randn(64, 256)[:, ::2]]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    doubles = (
+        "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+        "    def forward(self, x):\n        return x + x\n"
+    )
+    result = make_evaluator(torch_ops="allow").evaluate(resolve_one(str(gaps)), doubles)
+    # Judged on every draw, extreme ones included; then its PyTorch-only forward is what is wrong.
+    assert result.verdict == "rejected" and "only PyTorch's" in result.reason, result.to_json()
+    assert result.calls_checked >= 3
+
+
 @pytest.mark.slow
 def test_every_baseline_is_timed_once_per_task_and_the_gpu_libraries_without_a_gpu_are_skipped_with_a_reason(
     task, make_evaluator

@@ -52,7 +52,7 @@ def _source(name: str) -> str:
 def _census(r) -> str:
     """Where the worker's host time went in its sampled rounds (census.py), by library: on a GPU
     this is diagnosis, and the line lets a legitimate kernel's shares be read beside a PyTorch one's."""
-    shares = {k: v for k, v in r.census.items() if k != "samples"}
+    shares = {k: v for k, v in r.census.items() if k not in ("samples", "eager_samples")}
     if not shares:
         return "census: none"
     return "census: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()) + f" of {int(r.census['samples'])}"

@@ -275,7 +275,7 @@ class Evaluator:
         session_timeout_s = self.settings.reference_timeout_s + 2 * timeout_s
         refereed = Session(self.settings, timeout_s, unprivileged=self.platform.drop_privileges).run(
             session,
-            lambda: self._run(ref_request, session, session_timeout_s, task, trusted=True),
+            lambda started: self._run(ref_request, session, session_timeout_s, task, trusted=True, started=started),
             folder,
             start_candidate,
             own_roots=[self._sources.of(folder / "candidate.py")],

@@ -145,12 +145,17 @@ class Session:
         self.tolerance: dict = {}
         self.census: Census | None = None
         self.census_skipped = ""
+        # On the host, eager's and the blank's brackets are observed as the candidate's are: perf events
+        # on a worker's threads slow its calls (a C++ RMSNorm read 1.6x with them on its side only,
+        # 2.0x with none), so the same events run on the reference's worker while it is timed.
+        self.eager_census: Census | None = None
         self.started_pid: int | None = None
+        self.reference_pid: int | None = None
 
     def run(
         self,
         reference_folder: Path,
-        start_reference: Callable[[], WorkerReport],
+        start_reference: Callable[[Callable[[int], None]], WorkerReport],
         candidate_folder: Path,
         start_candidate: Callable[[Layout, dict, Callable[[int], None]], WorkerReport],
         own_roots: list[Path] = (),
@@ -160,7 +165,8 @@ class Session:
         # The reference session answers each order within its own time (a judge of a large task);
         # the candidate within what is left of its time limit, at which the sandbox kills it.
         reference_wait = lambda: time.monotonic() + self.settings.reference_timeout_s
-        self.ref = _Worker(start_reference, Link(reference_folder), reference_wait)
+        run_reference = lambda: start_reference(lambda pid: setattr(self, "reference_pid", pid))
+        self.ref = _Worker(run_reference, Link(reference_folder), reference_wait)
         first = self._reference_answer(None)
         if first.layout is None:
             raise ForgeBenchError("the reference session sent no layout")
@@ -209,8 +215,9 @@ class Session:
             result.report = decided.report
         finally:
             self.freezer.thaw()  # a stopped worker would never read the end of its link
-            if self.census is not None:
-                self.census.close()
+            for census in (self.census, self.eager_census):
+                if census is not None:
+                    census.close()
             self._finish_reference()
             for link in (self.ref.link, self.cand.link):
                 link.close()
@@ -226,6 +233,13 @@ class Session:
             self.census = Census(worker_pid(self.started_pid), own_roots)
         except OSError as exc:  # CensusUnavailable, or the worker gone meanwhile
             self.census_skipped = str(exc)
+            return
+        if isinstance(self.hands, HostHands) and self.reference_pid is not None:
+            try:
+                self.eager_census = Census(worker_pid(self.reference_pid), [])
+            except OSError:  # then the candidate's calls are timed under events eager's are not
+                self.census.close()
+                self.census, self.census_skipped = None, "eager's worker could not be observed as the candidate's"
 
     def _judge_census(self, result: Refereed) -> None:
         if self.census is None:
@@ -233,6 +247,8 @@ class Session:
             return
         shares, samples = self.census.shares(), sum(self.census.counts.values())
         result.census = {**shares, "samples": float(samples)}
+        if self.eager_census is not None:  # eager's brackets under the same events (diagnosis: how many)
+            result.census["eager_samples"] = float(sum(self.eager_census.counts.values()))
         computing = sum(n for where, n in self.census.counts.items() if where in COMPUTE)
         share = self.census.counts["pytorch"] / computing if computing else 0.0
         # On a device the host's samples are launches, not the computation: there they are diagnosis.
@@ -270,18 +286,23 @@ class Session:
         return self._reference_answer(Command(Order.DRAW, seed=secret_seed(), scale=scale, calls=calls))
 
     def _eager_call(self, scalars: list, calls: int = 1) -> float:
-        key = self.hands.before("working", calls)
-        start = _clock()
-        self.hands.within("working", calls)
-        self._reference_answer(Command(Order.CALL, scalars=scalars, calls=calls, key=key))
-        return (_clock() - start) * 1e3 / calls
+        return self._reference_timed(Command(Order.CALL, scalars=scalars, calls=calls), calls)
 
     def _blank(self, calls: int = 1) -> float:
-        key = self.hands.before("working", calls)
+        return self._reference_timed(Command(Order.BLANK, calls=calls), calls)
+
+    def _reference_timed(self, command: Command, calls: int) -> float:
+        """Eager's calls or the blank's, ms a call, bracketed as the candidate's are."""
+        command.key = self.hands.before("working", calls)
+        if self.eager_census is not None:
+            self.eager_census.start()
         start = _clock()
         self.hands.within("working", calls)
-        self._reference_answer(Command(Order.BLANK, calls=calls, key=key))
-        return (_clock() - start) * 1e3 / calls
+        self._reference_answer(command)
+        ms = (_clock() - start) * 1e3 / calls
+        if self.eager_census is not None:
+            self.eager_census.stop()
+        return ms
 
     def _candidate_call(self, scalars: list, calls: int = 1, warm_up: bool = False) -> float:
         """The candidate's calls on the pristine inputs, timed from before the inputs reach it (on a

@@ -211,7 +211,7 @@ def measure(
     samples = runner.run(runs)
     if kept is not None and runner.kept is not None:
         kept.append(runner.kept)
-    return _timing(runner, samples, runner.host_ms, lead_ms)
+    return _timing(runner, samples, runner.host_ms, lead_ms, _host_calls(budget_ms, estimate))
 
 
 def measure_together(
@@ -242,24 +242,37 @@ def measure_together(
             n = max(1, min(max_runs // rounds, int(budget_ms / rounds / per_call[name])))
             samples[name] += runners[name].run(n)
             host[name] += runners[name].host_ms
-    return {name: _timing(runners[name], samples[name], host[name], 0.0) for name in fns}
+    return {
+        name: _timing(runners[name], samples[name], host[name], 0.0, _host_calls(budget_ms, per_call[name]))
+        for name in fns
+    }
 
 
 def _warmed(runner: _Runner, warmup_ms: float, max_runs: int) -> float:
-    """Warms the call up for warmup_ms; then the ms one call takes, estimated."""
-    estimate = max(runner.run(1)[0], 1e-3)  # the first call pays lazy initialisation: never counted
+    """Warms the call up for warmup_ms; then the ms one call takes, estimated. A call that takes
+    the whole warm-up by itself (a full-depth LLM's request, seconds) is warmed by two calls and
+    estimated by the second: three more were a fifth of a model run's timings."""
+    runner.run(1)  # the first call pays lazy initialisation: never counted
+    estimate = max(runner.run(1)[0], 1e-3)
+    if estimate >= warmup_ms:
+        return estimate
     runner.run(max(1, min(max_runs, int(warmup_ms / estimate))))
     return max(statistics.median(runner.run(3)), 1e-3)
 
 
-def _timing(runner: _Runner, samples: list[float], host_ms: list[float], lead_ms: float) -> Timing:
+def _host_calls(budget_ms: float, per_call_ms: float) -> int:
+    """Calls issued to an idle queue for the host's time: _HOST_SAMPLES, as many as fit the budget."""
+    return max(1, min(_HOST_SAMPLES, int(budget_ms / max(per_call_ms, 1e-3))))
+
+
+def _timing(runner: _Runner, samples: list[float], host_ms: list[float], lead_ms: float, host_calls: int) -> Timing:
     host = statistics.median(host_ms)
     if runner.device.asynchronous:
         # Also from a few calls issued to an idle queue: in the long run a GPU-bound call fills the
         # launch queue, and its launches then block, so the host would seem as slow as the GPU. Either
         # window can only be slowed (a full queue; a stall of the process, seen on the H200 in a
         # process's first timing, benchmarks/lead_probe.py), never sped up: the lesser is the host's.
-        runner.run(_HOST_SAMPLES)
+        runner.run(host_calls)
         host = min(host, statistics.median(runner.host_ms))
     return of_samples(samples, host, lead_ms)
 

@@ -31,8 +31,8 @@ class _StallingQueue(Device):
         self.batches.append(n)
         for _ in range(n):
             prepare(), call()
-        # measure's batches: 1 lazy call, the warm-up, 3 estimates, the timed calls, the few after.
-        slow = {"timed": 4, "after": 5}[self.slow_window] == len(self.batches)
+        # measure's batches: 1 lazy call, 1 estimate, the warm-up, 3 estimates, the timed calls, the few after.
+        slow = {"timed": 5, "after": 6}[self.slow_window] == len(self.batches)
         return [1.0] * n, [5.0 if slow else 1.0] * n
 
 
@@ -40,8 +40,31 @@ class _StallingQueue(Device):
 def test_a_call_s_host_time_is_read_from_the_window_nothing_slowed(slow_window):
     device = _StallingQueue(slow_window)
     measured = timing.measure(lambda x: x, [[torch.ones(4)]], device, budget_ms=10, warmup_ms=2)
-    assert len(device.batches) == 5  # the timed calls, then a few issued to an idle queue
+    assert len(device.batches) == 6  # the timed calls, then a few issued to an idle queue
     assert measured.host_ms == 1.0, (slow_window, device.batches)
+
+
+class _LongCalls(Device):
+    """An asynchronous device whose every call takes 400 ms (a full-depth LLM request's scale)."""
+
+    asynchronous = True
+
+    def __init__(self):
+        self.batches = []
+
+    def time_calls(self, prepare, call, n, lead_cycles=0):
+        self.batches.append(n)
+        return [400.0] * n, [1.0] * n
+
+
+def test_a_call_longer_than_the_warm_up_is_warmed_by_two_and_its_host_read_within_the_budget():
+    device = _LongCalls()
+    together = timing.measure_together(
+        {"a": lambda: None, "b": lambda: None}, [[]], device, budget_ms=300, warmup_ms=60
+    )
+    # Each: a lazy call and an estimate, one call in each of the 8 rounds, one to an idle queue.
+    assert sum(device.batches) == 2 * (2 + 8 + 1), device.batches
+    assert together["a"].median_ms == 400.0
 
 
 def test_calls_timed_together_share_the_host_s_drift():

@@ -59,10 +59,8 @@ def _scaled(inputs: list[Any], scale: float) -> list[Any]:
     cache's slice) keeps its strides and its span, which the region's slot was made for."""
     if scale == 1.0:
         return inputs
-    return [
-        (_raw(v) * scale).as_strided(v.shape, v.stride()) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
-        for v in inputs
-    ]
+    floating = lambda v: isinstance(v, torch.Tensor) and v.is_floating_point()
+    return [(_raw(v) * scale).as_strided(v.shape, v.stride()) if floating(v) else v for v in inputs]
 
 
 def _plain_scalars(inputs: list[Any]) -> list[Any]:

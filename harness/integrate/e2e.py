@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness import process_group
 from harness.config import task_patterns
 from harness.errors import ForgeBenchError
 from harness.integrate.e2e_record import E2EResult
@@ -222,13 +223,8 @@ def _model_run(out: Path, timeout_s: float) -> dict:
     # Its phases reach the user's terminal as they happen (stderr); what the kernels print, the log.
     try:
         with log.open("w") as printed:
-            done = subprocess.run(
-                [sys.executable, "-m", "harness.integrate.model_run", str(out / "request.json")],
-                env=env,
-                cwd=out,
-                stdout=printed,
-                timeout=timeout_s,
-            )
+            command = [sys.executable, "-m", "harness.integrate.model_run", str(out / "request.json")]
+            returncode = process_group.run(command, timeout_s, env=env, cwd=out, stdout=printed)
     except subprocess.TimeoutExpired as exc:
         partial = out / "model_run.partial.json"
         try:
@@ -242,7 +238,7 @@ def _model_run(out: Path, timeout_s: float) -> dict:
     result = out / "model_run.json"
     if not result.is_file():
         raise ForgeBenchError(
-            f"the model run ended without a result (exit {done.returncode}); its errors are printed above, "
+            f"the model run ended without a result (exit {returncode}); its errors are printed above, "
             f"and what it printed is in {log}."
         )
     found = json.loads(result.read_text())

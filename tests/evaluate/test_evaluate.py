@@ -17,6 +17,7 @@ import torch
 
 from harness.evaluate import EvalResult, Evaluator
 from harness.tasks import Task, resolve_one
+from tests.one_input_tasks import model_new, one_input_task
 
 CANDIDATES = Path(__file__).parents[1] / "candidates"
 LEGITIMATE = "rmsnorm_cpp"
@@ -330,18 +331,8 @@ def test_the_references_compiler_caches_are_out_of_the_candidates_reach(task, ev
 
 
 def test_a_task_whose_reference_output_is_constant_calls_nothing_correct(tmp_path, make_evaluator):
-    tmp_path.chmod(0o711)  # the reference worker runs as nobody under root
-    constant = tmp_path / "zero_times_x.py"
-    constant.write_text(
-        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
-        "    def forward(self, x):\n        return x * 0.0\n\n\n"
-        "def get_inputs():\n    return [torch.randn(256, 256)]\n\n\ndef get_init_inputs():\n    return []\n"
-    )
-    zeros = (
-        "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
-        "    def forward(self, x):\n        return torch.zeros_like(x)\n"
-    )
-    result = make_evaluator().evaluate(resolve_one(str(constant)), zeros)
+    constant = one_input_task(tmp_path, "zero_times_x", "x * 0.0", "torch.randn(256, 256)")
+    result = make_evaluator().evaluate(resolve_one(constant), model_new("torch.zeros_like(x)"))
     assert result.verdict == "rejected", result.to_json()
     assert "nearly constant" in result.reason
 
@@ -350,18 +341,8 @@ def test_extreme_draws_of_an_input_viewed_with_gaps_keep_its_layout(tmp_path, ma
     # A captured cache's slice: every other column of a buffer. The extreme draws (inputs x100 and
     # x0.01) once came out dense, no longer fit the region's slot, and the reference session failed
     # (on the H200, three of Qwen3.5's captured tasks).
-    tmp_path.chmod(0o711)  # the reference worker runs as nobody under root
-    gaps = tmp_path / "double_every_other_column.py"
-    gaps.write_text(
-        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
-        "    def forward(self, x):\n        return x * 2.0\n\n\n"
-        "def get_inputs():\n    return [torch.randn(64, 256)[:, ::2]]\n\n\ndef get_init_inputs():\n    return []\n"
-    )
-    doubles = (
-        "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
-        "    def forward(self, x):\n        return x + x\n"
-    )
-    result = make_evaluator(torch_ops="allow").evaluate(resolve_one(str(gaps)), doubles)
+    gaps = one_input_task(tmp_path, "double_every_other_column", "x * 2.0", "torch.randn(64, 256)[:, ::2]")
+    result = make_evaluator(torch_ops="allow").evaluate(resolve_one(gaps), model_new("x + x"))
     # Judged on every draw, extreme ones included; then its PyTorch-only forward is what is wrong.
     assert result.verdict == "rejected" and "only PyTorch's" in result.reason, result.to_json()
     assert result.calls_checked >= 3

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from harness.tasks import resolve_one
+from tests.one_input_tasks import one_input_task
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU (runs on the H200)")
 
@@ -159,14 +160,8 @@ def test_a_kernel_spinning_forever_times_out_and_the_next_candidate_runs(make_ev
 
 
 def test_zeros_on_a_task_whose_output_is_nearly_constant_are_rejected(tmp_path, triton):
-    tmp_path.chmod(0o711)  # the reference worker runs as nobody under root
-    constant = tmp_path / "zero_times_x_fp16.py"
-    constant.write_text(
-        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
-        "    def forward(self, x):\n        return x * 0.0\n\n\n"
-        "def get_inputs():\n    return [torch.randn(4096, 4096).half()]\n\n\ndef get_init_inputs():\n    return []\n"
-    )
-    result = triton.evaluate(resolve_one(str(constant)), candidate("zeros_triton"))
+    constant = one_input_task(tmp_path, "zero_times_x_fp16", "x * 0.0", "torch.randn(4096, 4096).half()")
+    result = triton.evaluate(resolve_one(constant), candidate("zeros_triton"))
     assert result.verdict == "rejected", result.to_json()
     assert "nearly constant" in result.reason
 

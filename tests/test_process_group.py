@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -35,6 +37,29 @@ def _gone(pid: int) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+# The harness's side: runs the command above through process_group.run with a long limit.
+RUNS_IT = (
+    "import sys\n"
+    "from harness import process_group\n"
+    "process_group.run([sys.executable, '-c', sys.argv[1], sys.argv[2], '60'], timeout_s=120)\n"
+)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_harness_ended_by_a_signal_ends_the_helpers_group_first(tmp_path, signum):
+    said = tmp_path / "child.pid"
+    harness = subprocess.Popen(
+        [sys.executable, "-c", RUNS_IT, LEAVES_A_CHILD, str(said)], cwd=Path(__file__).resolve().parents[1]
+    )
+    deadline = time.monotonic() + 60
+    while not said.exists() or not said.read_text():
+        assert time.monotonic() < deadline and harness.poll() is None
+        time.sleep(0.05)
+    harness.send_signal(signum)
+    assert harness.wait(timeout=30) == 128 + signum
+    assert _gone(int(said.read_text()))
 
 
 @pytest.mark.parametrize("sleep_s", ["30", "0"], ids=["stopped at its limit", "exits by itself"])

@@ -98,13 +98,14 @@ class Census:
             cpus = sorted(os.sched_getaffinity(0))
             if len(tids) * len(cpus) > _MAX_EVENTS:
                 raise CensusUnavailable(f"{len(tids)} threads on {len(cpus)} CPUs need too many perf events")
+            _enough_descriptors(2 * len(tids) * len(cpus))
             for tid in tids:
                 for cpu in cpus:
                     self._open(tid, cpu)
+            self._read_maps()
         except OSError:
             self.close()
             raise
-        self._read_maps()
 
     def _open(self, tid: int, cpu: int) -> None:
         attr = _Attr(type=_PERF_TYPE_SOFTWARE, size=ctypes.sizeof(_Attr), config=_PERF_COUNT_SW_TASK_CLOCK)
@@ -189,6 +190,18 @@ class Census:
         for fd in self._fds:
             os.close(fd)
         self._fds, self._rings = [], {}
+
+
+def _enough_descriptors(more: int) -> None:
+    """Raise this process's open-file limit toward its hard limit where `more` descriptors may not
+    fit: the referee holds an event (and a ring) per thread and CPU for each worker it observes, two
+    workers an evaluation, and several evaluations at once in a regrade."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    open_now = len(os.listdir("/proc/self/fd"))
+    if soft != resource.RLIM_INFINITY and open_now + more > soft // 2 and soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def _wrapped(ring: mmap.mmap, base: int, size: int, at: int, n: int) -> bytes:

@@ -315,6 +315,8 @@ class Evaluator:
         )
         if refereed.census_skipped:
             result.checks_skipped["census"] = shorten(refereed.census_skipped, 300)
+        if refereed.eager_unobserved:
+            result.checks_skipped["census_of_eager"] = shorten(refereed.eager_unobserved, 300)
         if refereed.tolerance:
             result.tolerance = refereed.tolerance
         if not result.correct:

@@ -85,6 +85,7 @@ class Refereed:
     report: WorkerReport | None = None  # the candidate worker's own, for diagnosis
     census: dict[str, float] = field(default_factory=dict)  # shares of sampled CPU time by library, "samples"
     census_skipped: str = ""  # why there is no census
+    eager_unobserved: str = ""  # on the host: why eager's brackets ran without the census's events
     phases: dict[str, float] = field(default_factory=dict)
 
 
@@ -149,6 +150,7 @@ class Session:
         # on a worker's threads slow its calls (a C++ RMSNorm read 1.6x with them on its side only,
         # 2.0x with none), so the same events run on the reference's worker while it is timed.
         self.eager_census: Census | None = None
+        self.eager_unobserved = ""
         self.started_pid: int | None = None
         self.reference_pid: int | None = None
 
@@ -234,14 +236,20 @@ class Session:
         except OSError as exc:  # CensusUnavailable, or the worker gone meanwhile
             self.census_skipped = str(exc)
             return
-        if isinstance(self.hands, HostHands) and self.reference_pid is not None:
-            try:
-                self.eager_census = Census(worker_pid(self.reference_pid), [])
-            except OSError:  # then the candidate's calls are timed under events eager's are not
-                self.census.close()
-                self.census, self.census_skipped = None, "eager's worker could not be observed as the candidate's"
+        if not isinstance(self.hands, HostHands):
+            return  # on a device no counted bracket carries the events (_candidate_call)
+        try:
+            if self.reference_pid is None:
+                raise CensusUnavailable("the sandbox did not say which process is the reference's worker")
+            self.eager_census = Census(worker_pid(self.reference_pid), [])
+        except OSError as exc:
+            # The candidate's census stays: it is the torch_ops rule's evidence, which its worker cannot
+            # reach. Its calls are then timed under events eager's are not: its speedup errs low, never
+            # high, and the record says so.
+            self.eager_unobserved = f"eager's brackets ran without the census's perf events ({exc})"
 
     def _judge_census(self, result: Refereed) -> None:
+        result.eager_unobserved = self.eager_unobserved
         if self.census is None:
             result.census_skipped = self.census_skipped
             return

@@ -59,7 +59,8 @@ class EvalResult:
     timed_by: str = "referee"
     calls_checked: int = 0  # calls whose outputs the referee had judged (every call it made)
     # Where the kernel's CPU time went, sampled by perf events from the referee's process (census.py):
-    # the share of samples by library ("own", "pytorch", "python", ...) and their number ("samples").
+    # the share of samples by library ("own", "pytorch", "python", ...) and their number ("samples");
+    # on the host, "eager_samples": eager's brackets, sampled by the same events (they slow what they watch).
     census: dict[str, float] = field(default_factory=dict)
 
     DERIVED = ("correct",)  # serial.to_dict writes it beside the fields

@@ -27,7 +27,7 @@ from harness.evaluate.models import build_model, copy_parameters, load_candidate
 from harness.evaluate.protocol import Answer, Command, Layout, Order, decode, encode
 from harness.evaluate.reference_run import expected_outputs
 from harness.evaluate.report import WorkerReport
-from harness.evaluate.timing import _raw, load_into
+from harness.evaluate.timing import _raw, clone_inputs, load_into
 from harness.evaluate.verdict import HarnessFault, Verdict, shorten
 from harness.platforms import build_cache
 
@@ -96,6 +96,7 @@ class _Regions:
     def __init__(self, folder: Path, layout: Layout, device: Device, on: torch.device):
         n, m = layout.input_bytes * layout.slots, layout.output_bytes * layout.slots
         self.layout, self.exported, self._held = layout, {}, []
+        self._views: dict[tuple[str, int], list[Any]] = {}
         sizes = {"pristine": n, "working": n, "eager": m, "got": m}
         if device.shares_memory:
             from harness.devices.cuda_ipc import Allocation
@@ -113,10 +114,14 @@ class _Regions:
             }
 
     def views(self, name: str, k: int) -> list[Any]:
-        inputs = name in ("pristine", "working", "call_inputs")
-        slots = self.layout.inputs if inputs else self.layout.outputs
-        stride = self.layout.input_bytes if inputs else self.layout.output_bytes
-        return arena.views(self.raw[name], slots, base=k * stride)
+        """A region's tensors for call k, made once: eager's bracket takes them for each of its
+        calls, and the candidate's worker makes its own before its first."""
+        if (name, k) not in self._views:
+            inputs = name in ("pristine", "working", "call_inputs")
+            slots = self.layout.inputs if inputs else self.layout.outputs
+            stride = self.layout.input_bytes if inputs else self.layout.output_bytes
+            self._views[name, k] = arena.views(self.raw[name], slots, base=k * stride)
+        return self._views[name, k]
 
     def span(self, name: str, calls: int) -> torch.Tensor:
         inputs = name in ("pristine", "working", "call_inputs")
@@ -151,7 +156,7 @@ class _Draws:
     def draw(self, seed: int, scale: float) -> list[Any]:
         if scale == 1.0 and self.slow and len(self.pool) == self.POOL:
             source = self.pool[seed % self.POOL]
-            rolled = [v.clone() if isinstance(v, torch.Tensor) else v for v in source]
+            rolled = clone_inputs(source)  # each in its own layout: a slice with gaps stays one
             load_into(rolled, source, roll=seed >> 8)
             return rolled
         start = perf_counter()

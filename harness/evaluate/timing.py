@@ -254,7 +254,7 @@ def _warmed(runner: _Runner, warmup_ms: float, max_runs: int) -> float:
     estimated by the second: three more were a fifth of a model run's timings."""
     runner.run(1)  # the first call pays lazy initialisation: never counted
     estimate = max(runner.run(1)[0], 1e-3)
-    if estimate >= warmup_ms:
+    if 0 < warmup_ms <= estimate:
         return estimate
     runner.run(max(1, min(max_runs, int(warmup_ms / estimate))))
     return max(statistics.median(runner.run(3)), 1e-3)

@@ -23,3 +23,19 @@ def test_each_slot_is_a_tensor_of_its_own_storage_over_the_regions_memory():
         again = arena.views(region, layout.inputs, base=call * layout.input_bytes)  # written into the region
         assert all(torch.equal(v, g) for v, g in zip(again, inputs))
     assert torch.equal(torch.ops.aten.copy.default(views[0], inputs[0]), inputs[0])
+
+
+def test_a_slow_tasks_pooled_draws_keep_a_strided_inputs_layout(monkeypatch):
+    from types import SimpleNamespace
+
+    from harness.evaluate.session_run import _Draws
+
+    # Every draw counts as slow, so the pool of fresh draws is used from the fourth on.
+    monkeypatch.setattr(_Draws, "FRESH_DRAW_MS", -1.0)
+    reference = SimpleNamespace(get_inputs=lambda: [torch.randn(64, 256)[:, ::2]])
+    draws = _Draws(reference, torch.device("cpu"))
+    first = draws.draw(seed=1, scale=1.0)[0]
+    for seed in range(2, 8):
+        drawn = draws.draw(seed=seed, scale=1.0)[0]
+        assert drawn.stride() == first.stride() and drawn.untyped_storage().nbytes() <= 64 * 256 * 4
+    assert len(draws.pool) == _Draws.POOL

@@ -420,3 +420,23 @@ def test_a_lazy_or_observing_planted_candidate_gets_its_verdict(planted, name, v
     assert result.verdict == verdict, result.to_json()
     for fragment in fragments:
         assert fragment in result.reason, result.to_json()
+
+
+def test_where_eagers_worker_cannot_be_observed_the_candidates_census_stays_and_the_record_says_so(
+    tmp_path, make_evaluator, monkeypatch
+):
+    from harness.evaluate import referee
+
+    class RefusedForEager(referee.Census):
+        def __init__(self, pid, own_roots):
+            if not own_roots:  # eager's worker: no library of a candidate's to attribute
+                raise referee.CensusUnavailable("perf_event_open refused (planted)")
+            super().__init__(pid, own_roots)
+
+    monkeypatch.setattr(referee, "Census", RefusedForEager)
+    task = one_input_task(tmp_path, "double", "x * 2.0", "torch.randn(256, 256)")
+    result = make_evaluator(torch_ops="allow").evaluate(resolve_one(task), model_new("x + x"))
+    if "census" in result.checks_skipped:
+        pytest.skip(f"no census here: {result.checks_skipped['census']}")
+    assert result.census["samples"] > 0 and "eager_samples" not in result.census, result.census
+    assert "planted" in result.checks_skipped["census_of_eager"], result.checks_skipped

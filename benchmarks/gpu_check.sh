@@ -29,7 +29,7 @@ python3 -m forgebench.cli leaderboard > "$out/leaderboard.md" 2>&1
 board_rc=$?
 {
     echo "== $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)," \
-        "torch $(python3 -c 'import torch; print(torch.__version__)'), triton $(python3 -c 'import triton; print(triton.__version__)')"
+        "$(python3 -c 'import torch, triton; print(f"torch {torch.__version__}, triton {triton.__version__}")')"
     echo "== tests/gpu (exit $tests_rc$([ $tests_rc = 124 ] && echo ', stopped at its time limit')):"
     grep -E "^(FAILED|ERROR)|passed|failed" "$out/tests_gpu.log" | tail -8
     echo "== suite run, gpu-smoke, oneshot, triton (exit $suite_rc):"

@@ -31,14 +31,15 @@ def workers_can_enter_tmp(tmp_path_factory) -> None:
 @pytest.fixture(scope="module")
 def make_evaluator(tmp_path_factory) -> Callable[..., Evaluator]:
     """Makes an Evaluator for a conf/platform/ entry (cpu unless named), with Hydra overrides for
-    the platform and keyword arguments overriding EvalSettings; each in a folder of its own."""
+    the platform and keyword arguments overriding EvalSettings; each in a folder of its own, its
+    caches too unless `cache` names a folder evaluators share."""
 
-    def make(platform: str = "cpu", overrides: tuple[str, ...] = (), root=None, **settings) -> Evaluator:
+    def make(platform: str = "cpu", overrides: tuple[str, ...] = (), root=None, cache=None, **settings) -> Evaluator:
         if root is None:
             root = tmp_path_factory.mktemp(f"evaluator-{platform}")
             root.chmod(0o711)  # the worker, as nobody, must pass through
         settings = {"timeout_s": 60, "budget_ms": 50, "warmup_ms": 10, **settings}
         entry = instantiate(compose(platform=platform, overrides=list(overrides)).platform, "platform")
-        return Evaluator(entry, EvalSettings(**settings), root / "work", root / "cache")
+        return Evaluator(entry, EvalSettings(**settings), root / "work", cache or root / "cache")
 
     return make

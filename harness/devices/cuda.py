@@ -32,8 +32,9 @@ _tensor_zero = torch.Tensor.zero_
 
 # Several times the L2 (H200: 60 MB), so one pass evicts the previous call's data; never below this.
 _FLUSH_L2_MULTIPLE, _MIN_FLUSH_BYTES = 4, 64 * 1024 * 1024
-# How far a call's wall time until the device is idle may exceed its timed time (escaped_work).
-_ESCAPED_RATIO, _ESCAPED_SLACK_MS, _ESCAPED_CALLS = 1.5, 0.02, 20
+# How far a call's wall time until the device is idle may exceed its timed time (escaped_work), and
+# how many measurements of it must all exceed that.
+_ESCAPED_RATIO, _ESCAPED_SLACK_MS, _ESCAPED_CALLS, _ESCAPED_TRIES = 1.5, 0.02, 20, 3
 
 
 # Kernel names, as CUPTI reports them, of PyTorch's and the vendor libraries' computation.
@@ -229,13 +230,21 @@ class CudaDevice(Device):
         return (launched - start) * 1e3 / calls, (done - start) * 1e3 / calls
 
     def escaped_work(self, fn: Callable[..., Any], inputs: Sequence[Any], call_ms: float) -> str | None:
-        host_ms, wall_ms = self.wall_ms(fn, inputs)
-        if wall_ms > _ESCAPED_RATIO * max(call_ms, host_ms) + _ESCAPED_SLACK_MS:
-            return (
-                f"each call keeps the GPU busy {wall_ms:.3g} ms but its own stream only {call_ms:.3g} ms; "
-                "work left running on other streams when forward returns is not allowed"
-            )
-        return None
+        """Why the calls leave work running past their return, or None. A host descheduled while it
+        waits for the device (compilers on every core beside the timing) reads as device time too:
+        on the H200 one honest load_inline kernel of a regrade read 0.264 ms against 0.121 ms with 16
+        builds beside it. Work that escapes does so every time, so a call is judged by the least of
+        a few measurements."""
+        least = None
+        for _ in range(_ESCAPED_TRIES):
+            host_ms, wall_ms = self.wall_ms(fn, inputs)
+            if wall_ms <= _ESCAPED_RATIO * max(call_ms, host_ms) + _ESCAPED_SLACK_MS:
+                return None
+            least = wall_ms if least is None else min(least, wall_ms)
+        return (
+            f"each call keeps the GPU busy {least:.3g} ms but its own stream only {call_ms:.3g} ms; "
+            "work left running on other streams when forward returns is not allowed"
+        )
 
     def environment(self) -> dict[str, Any]:
         props = torch.cuda.get_device_properties(torch.cuda.current_device())

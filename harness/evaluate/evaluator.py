@@ -42,6 +42,12 @@ from harness.evaluate.verdict import shorten
 from harness.platforms.base import Platform
 from harness.tasks import Task
 
+# A build worker's scheduling priority below the harness's: regrade builds on every core while it
+# times (regrade/grade.py), and a timing's worker, referee and reference waking on a core a compiler
+# holds read the wait as the call's time. At niceness 10 a compiler gets about a tenth of a core
+# that a process at 0 wants.
+BUILD_NICENESS = 10
+
 
 @dataclass
 class _Reference:
@@ -151,6 +157,7 @@ class Evaluator:
         trusted: bool = False,
         pool: ZygotePool | None = None,
         started=lambda pid: None,
+        nice: int = 0,
     ) -> WorkerReport:
         """Run one worker and read its report, or make one of how it ended (verdict.of_exit). A
         trusted worker (the reference and its baselines) keeps our user and has compiler caches of
@@ -160,7 +167,7 @@ class Evaluator:
         # A source's cache is held from its opening to its closing: a worker of the same source started
         # meanwhile would find it closed mid-build.
         with nullcontext() if trusted else self._sources.held(cache_root):
-            exit_ = self._worker(request, folder, timeout_s, task, cache_root, trusted, pool, started)
+            exit_ = self._worker(request, folder, timeout_s, task, cache_root, trusted, pool, started, nice)
         result_path = folder / "result.json"
         if exit_.returncode != 0 or not result_path.is_file():
             ended = verdict.of_exit(exit_.returncode, timeout_s, exit_.log)
@@ -172,7 +179,16 @@ class Evaluator:
             return WorkerReport(unusable.verdict, unusable.reason)
 
     def _worker(
-        self, request: Path, folder: Path, timeout_s: float, task: Task, cache_root: Path, trusted: bool, pool, started
+        self,
+        request: Path,
+        folder: Path,
+        timeout_s: float,
+        task: Task,
+        cache_root: Path,
+        trusted: bool,
+        pool,
+        started,
+        nice: int = 0,
     ):
         """One worker run in its folder, with its caches opened to it and closed again after."""
         s = self.settings
@@ -197,7 +213,7 @@ class Evaluator:
         # device's processes in one, so there it sees only its own user's.
         processes = "hidden" if self._device.shares_memory else "own_namespace"
         exit_ = (pool or self._workers).run(
-            request, folder, timeout_s, memory_gb, env, drop, confinement, processes, started
+            request, folder, timeout_s, memory_gb, env, drop, confinement, processes, started, nice
         )
         # What a worker wrote (outputs that pass the checks, its builds) is closed to every later worker.
         for closed in (folder, *shared_dirs):
@@ -340,7 +356,7 @@ class Evaluator:
         checking or timing it: None when it built, else the result of its failure."""
         folder = self._candidate_folder("builds", task, candidate_source)
         request = self._request(task, "build", folder, candidate_path=str(folder / "candidate.py"))
-        report = self._run(request, folder, self.settings.timeout_s, task)
+        report = self._run(request, folder, self.settings.timeout_s, task, nice=BUILD_NICENESS)
         if report.verdict == "correct":
             return None
         return EvalResult(task.id, self.platform.name, report.verdict, reason=report.reason, env=dict(report.env))

@@ -285,9 +285,11 @@ class ZygotePool:
         confinement: Confinement | None,
         processes: str = "visible",
         started: Callable[[int], None] = lambda pid: None,
+        nice: int = 0,
     ) -> WorkerExit:
         """Run one worker to its end. `processes`: "own_namespace" (it sees itself alone), "hidden"
-        (it sees its own user's processes only) or "visible" (as root only: zygote.py)."""
+        (it sees its own user's processes only) or "visible" (as root only: zygote.py); `nice`: how
+        much lower than this process's its scheduling priority is (os.nice)."""
         log_path = workdir / "worker.log"
         job = {
             "request_path": str(request_path),
@@ -299,6 +301,7 @@ class ZygotePool:
             "drop_privileges": drop_privileges,
             "confinement": asdict(confinement) if confinement else None,
             "processes": processes,
+            "nice": nice,
             "inherit_env": bool(self.wrapper),  # the wrapper's variables (ncu's injection) must reach cuInit
         }
         zygote = self._acquire()

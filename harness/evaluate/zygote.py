@@ -64,6 +64,8 @@ def _become_worker(job: dict, code_roots: list[str]) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a segfault must not leave gigabytes of core
     if job.get("memory_bytes"):
         resource.setrlimit(resource.RLIMIT_AS, (job["memory_bytes"], job["memory_bytes"]))
+    if job.get("nice"):  # set here, by trusted code; without privileges the worker cannot undo it
+        os.nice(job["nice"])
     if not job.get("inherit_env"):  # a zygote under ncu was started with base_env plus ncu's own
         os.environ.clear()
     os.environ.update(job["env"])

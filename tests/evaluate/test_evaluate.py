@@ -394,6 +394,43 @@ def test_busy_time_on_several_streams_counts_overlapping_work_once():
     assert union_length([]) == 0
 
 
+def test_work_escaping_the_stream_is_judged_by_the_least_of_several_measurements(monkeypatch):
+    # A host descheduled once while it waits (compilers beside the timing) reads as device time: on the
+    # H200 an honest kernel read 0.264 ms against 0.121 ms with 16 builds beside it. Work that escapes
+    # shows in every measurement.
+    from harness.devices.cuda import CudaDevice
+
+    device = CudaDevice()
+    measured = iter([(0.01, 0.264), (0.01, 0.125), (0.01, 0.5)])
+    monkeypatch.setattr(device, "wall_ms", lambda fn, inputs: next(measured))
+    assert device.escaped_work(None, [], call_ms=0.121) is None
+    measured = iter([(0.01, 0.264), (0.01, 0.31), (0.01, 0.29)])
+    assert "busy 0.264 ms but its own stream only 0.121 ms" in device.escaped_work(None, [], call_ms=0.121)
+
+
+RECORDS_ITS_NICENESS = """
+import os
+
+with open("niceness.txt", "w") as f:  # in the worker's own folder
+    f.write(str(os.nice(0)))
+"""
+
+
+def test_a_build_worker_runs_at_a_lower_priority_than_a_timing(evaluator, task):
+    # Regrade builds on every core while it times: a compiler must yield the cores a timing wants.
+    from harness.evaluate.evaluator import BUILD_NICENESS
+
+    base = os.nice(0)
+    text = RECORDS_ITS_NICENESS + source(LEGITIMATE)
+    assert evaluator.build(task, text) is None
+    result = evaluator.evaluate(task, text)
+    assert result.verdict == "correct", result.to_json()
+    built = list((evaluator.work_dir / "builds" / task.id).glob("*/niceness.txt"))
+    timed = list((evaluator.work_dir / "candidates" / task.id).glob("*/niceness.txt"))
+    assert [int(p.read_text()) for p in built] == [min(base + BUILD_NICENESS, 19)]
+    assert timed and int(timed[0].read_text()) == base
+
+
 # Lazy outputs and behaving differently when observed (issue 15). Each defence has a
 # planted candidate that only it stops: the audit cannot read names built at run time.
 

@@ -6,9 +6,10 @@ timings run one at a time on this thread, so no timing shares the machine with a
 a timing counts device time (a GPU), each solution is timed as soon as its build has ended while the
 rest build, and a problem's reference runs while its solutions still build: the device works from
 the first build on; the builds' workers run at a lower priority (evaluator.BUILD_NICENESS), so that
-a compiler yields the cores a timing's processes want. Where it counts the host's time (a CPU), builds would slow it: every build
-ends first. A source that several solutions of a problem share is built once. Every solution gets a
-line as its build ends and as its timing starts and ends, with the time left estimated from those done.
+a compiler yields the cores a timing's processes want. Where it counts the host's time (a CPU),
+builds would slow it: every build ends first. A source that several solutions of a problem share is
+built once. Every solution gets a line as its build ends and as its timing starts and ends, with the
+time left estimated from those done.
 """
 
 from __future__ import annotations

@@ -11,12 +11,14 @@ from __future__ import annotations
 import mmap
 import os
 import select
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.evaluate.protocol import MAX_LINE, Layout, ProtocolError, Slot
+from harness.evaluate.protocol import MAX_LINE, Answer, Command, Layout, ProtocolError, Slot, decode, encode
+from harness.evaluate.report import WorkerReport
 
 _ALIGN = 64
 NOBODY = 65534
@@ -184,3 +186,36 @@ class WorkerEnd:
 
     def send(self, line: bytes) -> None:
         os.write(self._answers, line)
+
+
+class LinkedWorker:
+    """A worker running in a thread of ours (its sandbox's run), spoken to over its link."""
+
+    def __init__(self, run: Callable[[], WorkerReport], link: Link, deadline: Callable[[], float]):
+        self.link, self.deadline = link, deadline
+        self._report: WorkerReport | None = None
+        self.seconds: dict[str, float] = {}  # by order: where the session's time went (diagnosis)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, args=(run,), daemon=True)
+        self._thread.start()
+
+    def _main(self, run: Callable[[], WorkerReport]) -> None:
+        try:
+            self._report = run()
+        except BaseException as exc:  # handed to whoever asks for the report
+            self._error = exc
+
+    def ask(self, command: Command | None) -> Answer:
+        start = time.perf_counter()
+        if command is not None:
+            self.link.send(encode(command))
+        answer = decode(Answer, self.link.receive(self.deadline(), self._thread.is_alive))
+        name = command.order.value if command is not None else "ready"
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+        return answer
+
+    def report(self) -> WorkerReport:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._report

@@ -10,6 +10,7 @@ The syscalls have no wrapper in Python's standard library, so they are called th
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 from collections.abc import Iterable
 
@@ -160,3 +161,17 @@ def _relay(pid: int) -> None:
         signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
         os.kill(os.getpid(), os.WTERMSIG(status))
     os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+def landlock_or_warn() -> bool:
+    """Whether workers can be confined with Landlock here; where not, a warning says what they can read."""
+    if landlock_abi():
+        return True
+    as_who = "the user nobody" if os.getuid() == 0 else "your own user"
+    logging.getLogger(__name__).warning(
+        "this kernel has no Landlock (Linux 5.13+, landlock in its lsm= list): workers run as %s "
+        "and can read every file that user can, and the /proc files of that user's other processes "
+        "(a shell's start-up environment may hold API keys); run on a kernel with Landlock.",
+        as_who,
+    )
+    return False

@@ -7,19 +7,18 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import logging
 import os
 import shutil
 import threading
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 
 from harness import devices, serial
 from harness.errors import ForgeBenchError
 from harness.evaluate import baselines, confine, ncu, speedups, stdlib_copy, verdict
 from harness.evaluate.checks import near_constant
+from harness.evaluate.expected import Expected, discard
 from harness.evaluate.footprint import check_fits
 from harness.evaluate.hands import secret_seed
 from harness.evaluate.outputs import read as read_outputs
@@ -49,33 +48,6 @@ from harness.tasks import Task
 BUILD_NICENESS = 10
 
 
-@dataclass
-class _Reference:
-    outputs_path: Path  # expected outputs, in a folder no worker can enter once written
-    bounds_path: Path  # each expected output's per-element bound (tolerance.py), beside it
-    report: WorkerReport  # the reference worker's: baselines by name, ceilings, bases of the bounds
-    degenerate: str | None = None  # why a constant would pass across the check seeds (checks.near_constant)
-
-    def fields(self) -> dict:
-        """The baselines' part of every EvalResult of the task, whatever its verdict."""
-        r = self.report
-        return {
-            "baselines": dict(r.baselines),
-            "baselines_skipped": dict(r.baselines_skipped),
-            "baselines_setup_s": dict(r.baselines_setup_s),
-            "baselines_host_ms": dict(r.baselines_host_ms),
-            "tolerance": r.tolerance[0] if r.tolerance else {},
-        }
-
-
-def _discard(path: Path) -> None:
-    """Delete a worker's outputs file; a candidate may have made it a folder, which is left be."""
-    try:
-        path.unlink(missing_ok=True)
-    except OSError:
-        pass
-
-
 class Evaluator:
     """Evaluates candidates for one platform; the reference runs once per task for its lifetime."""
 
@@ -95,14 +67,14 @@ class Evaluator:
         self._stdlib_lock = threading.Lock()
         self._sources = SourceCaches(self.cache_dir)
         self._header = PrecompiledHeader(platform.precompiled_header)
-        self._references: dict[str, _Reference] = {}
+        self._references: dict[str, Expected] = {}
         self._ceilings_path = self.cache_dir / f"ceilings-{platform.device}.json"
         for name in platform.baselines:
             baselines.load(name)  # a name with no file fails here, not in every reference worker
         # A worker of this process's uid (a harness run by a normal user) must not read its start-up
         # environment (API keys) through /proc/<pid>/environ, nor ptrace it; the zygote and judge do the same.
         confine.make_undumpable()
-        self._confine = platform.confine and _landlock_available()
+        self._confine = platform.confine and confine.landlock_or_warn()
         self._workers = ZygotePool(platform.preload)
         self._ncu_refused = ""  # ncu's error once it has refused to profile on this machine
         self._device = devices.load(platform.device)
@@ -223,7 +195,7 @@ class Evaluator:
     def ceilings(self) -> dict[str, float] | None:
         return json.loads(self._ceilings_path.read_text()) if self._ceilings_path.is_file() else None
 
-    def reference(self, task: Task) -> _Reference:
+    def reference(self, task: Task) -> Expected:
         """The reference's outputs and slow baselines, computed in a worker of its own; TaskTooLarge
         first when the task's inputs cannot fit this machine's memory."""
         if task.id not in self._references:
@@ -243,7 +215,7 @@ class Evaluator:
 
             # Read on the host: this process never starts a device's runtime (its workers do).
             degenerate = near_constant(read_outputs(folder / "outputs.bin", torch.device("cpu")), task.tolerance)
-            self._references[task.id] = _Reference(folder / "outputs.bin", folder / "bounds.bin", report, degenerate)
+            self._references[task.id] = Expected(folder / "outputs.bin", folder / "bounds.bin", report, degenerate)
         return self._references[task.id]
 
     def _candidate_folder(self, kind: str, task: Task, candidate_source: str) -> Path:
@@ -259,8 +231,8 @@ class Evaluator:
         left to judge: a suite of many GPU tasks would otherwise keep gigabytes on disk."""
         reference = self._references.pop(task.id, None)
         if reference is not None:
-            _discard(reference.outputs_path)
-            _discard(reference.bounds_path)
+            discard(reference.outputs_path)
+            discard(reference.bounds_path)
 
     def evaluate(self, task: Task, candidate_source: str, profile: bool = False) -> EvalResult:
         """The candidate refereed from this process (referee.py): its verdict and time decided here,
@@ -298,7 +270,7 @@ class Evaluator:
         )
         shutil.rmtree(session, ignore_errors=True)  # the reference session's inputs and outputs
         for name in ("call_inputs.bin", "call_outputs.bin"):
-            _discard(folder / name)
+            discard(folder / name)
         result = self._refereed_result(task, reference, refereed)
         if profile and result.correct and self._device.supports_ncu and self.settings.ncu:
             start = time.perf_counter()
@@ -307,7 +279,7 @@ class Evaluator:
         result.phases["wall_s"] = time.perf_counter() - started
         return result
 
-    def _refereed_result(self, task: Task, reference: _Reference, refereed: Refereed) -> EvalResult:
+    def _refereed_result(self, task: Task, reference: Expected, refereed: Refereed) -> EvalResult:
         report = refereed.report or WorkerReport("crash")
         verdict_, reason = refereed.verdict, refereed.reason
         if verdict_ == "correct" and report.verdict != "correct":  # the worker's own checks can only reject
@@ -402,16 +374,3 @@ class Evaluator:
         if ncu.refuses(report):  # no counters on this machine: it would fail the same way every time
             self._ncu_refused = reason = ncu.failure(report)
         return {"error": reason}
-
-
-def _landlock_available() -> bool:
-    if confine.landlock_abi():
-        return True
-    as_who = "the user nobody" if os.getuid() == 0 else "your own user"
-    logging.getLogger(__name__).warning(
-        "this kernel has no Landlock (Linux 5.13+, landlock in its lsm= list): workers run as %s "
-        "and can read every file that user can, and the /proc files of that user's other processes "
-        "(a shell's start-up environment may hold API keys); run on a kernel with Landlock.",
-        as_who,
-    )
-    return False

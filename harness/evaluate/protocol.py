@@ -16,13 +16,14 @@ from typing import Any
 
 from harness import serial
 
-VERSION = 2
+VERSION = 3
 MAX_LINE = 1 << 16  # an answer longer than this is not one the worker's harness code writes
 
 
 class Order(StrEnum):
     DRAW = "draw"  # reference session: draw each slot's inputs under a seed into the pristine region
     STAGE = "stage"  # reference session, on a device: the pristine inputs, masked, into eager's or the candidate's
+    LOAD = "load"  # candidate: load the candidate's code and build its model, then answer ready
     PREPARE = "prepare"  # candidate, on a device: a trivial device op, so its context is the device's current one
     CALL = "call"  # run forward on each slot's inputs; copy its outputs into that slot's outputs
     BLANK = "blank"  # reference session: only the output copies, the bracket's own cost

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,10 +26,10 @@ from pathlib import Path
 
 from harness.errors import ForgeBenchError
 from harness.evaluate import timing
-from harness.evaluate.arena import NOBODY, Link, WorkerGone
+from harness.evaluate.arena import NOBODY, Link, LinkedWorker, WorkerGone
 from harness.evaluate.census import Census, CensusUnavailable, worker_pid
 from harness.evaluate.hands import DeviceHands, Freezer, HostHands, secret_seed
-from harness.evaluate.protocol import Answer, Command, Layout, Order, ProtocolError, decode, encode
+from harness.evaluate.protocol import Answer, Command, Layout, Order, ProtocolError, encode
 from harness.evaluate.report import WorkerReport
 from harness.evaluate.settings import EvalSettings
 from harness.evaluate.verdict import VERDICTS, shorten
@@ -39,7 +38,7 @@ from harness.evaluate.verdict import VERDICTS, shorten
 # logits find a softmax without max-subtraction, tiny values an absolute tolerance too loose for them.
 # A scale at which eager's own output is not finite is skipped for the task.
 EXTREME_SCALES = (100.0, 1e-3)
-# Each timed call's outputs are compared with eager's of the same round (checks.agrees: a stale or
+# Each timed call's outputs are compared with eager's of the same round (checks.agree_calls: a stale or
 # skipped call cannot pass); this share of them, chosen by the referee after the call, is also judged
 # in full against the fp64 reference, as every check draw is.
 JUDGED_SHARE = 0.25
@@ -89,40 +88,7 @@ class Refereed:
     phases: dict[str, float] = field(default_factory=dict)
 
 
-class _Worker:
-    """A worker running in a thread of ours (its sandbox's run), spoken to over its link."""
-
-    def __init__(self, run: Callable[[], WorkerReport], link: Link, deadline: Callable[[], float]):
-        self.link, self.deadline = link, deadline
-        self._report: WorkerReport | None = None
-        self.seconds: dict[str, float] = {}  # by order: where the session's time went (diagnosis)
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._main, args=(run,), daemon=True)
-        self._thread.start()
-
-    def _main(self, run: Callable[[], WorkerReport]) -> None:
-        try:
-            self._report = run()
-        except BaseException as exc:  # handed to whoever asks for the report
-            self._error = exc
-
-    def ask(self, command: Command | None) -> Answer:
-        start = _clock()
-        if command is not None:
-            self.link.send(encode(command))
-        answer = decode(Answer, self.link.receive(self.deadline(), self._thread.is_alive))
-        name = command.order.value if command is not None else "ready"
-        self.seconds[name] = self.seconds.get(name, 0.0) + _clock() - start
-        return answer
-
-    def report(self) -> WorkerReport:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._report
-
-
-def _worker_ended(worker: _Worker, why: str) -> Decided:
+def _worker_ended(worker: LinkedWorker, why: str) -> Decided:
     """The candidate's worker stopped answering: its own report says how (an exit, a build failure)."""
     report = worker.report()
     if report.verdict != "correct":
@@ -168,7 +134,7 @@ class Session:
         # the candidate within what is left of its time limit, at which the sandbox kills it.
         reference_wait = lambda: time.monotonic() + self.settings.reference_timeout_s
         run_reference = lambda: start_reference(lambda pid: setattr(self, "reference_pid", pid))
-        self.ref = _Worker(run_reference, Link(reference_folder), reference_wait)
+        self.ref = LinkedWorker(run_reference, Link(reference_folder), reference_wait)
         first = self._reference_answer(None)
         if first.layout is None:
             raise ForgeBenchError("the reference session sent no layout")
@@ -178,17 +144,21 @@ class Session:
         owner = NOBODY if self.unprivileged else None
         if first.regions:  # a device's memory: the reference session's hands, on the referee's orders
             self.hands = DeviceHands(self._reference_answer)
-            self.batch, solo = self._solo_eager()
-            phases["solo_s"] = _clock() - started
         else:
             self.hands = HostHands(reference_folder, candidate_folder, self.layout, owner)
         deadline = time.monotonic() + self.timeout_s + 10.0  # the sandbox kills the worker at timeout_s
         run = lambda: start_candidate(self.layout, first.regions, lambda pid: setattr(self, "started_pid", pid))
-        self.cand = _Worker(run, Link(candidate_folder, owner), lambda: deadline)
+        # The candidate's worker starts now and sets up its process (a device's context, the reference
+        # session's memory opened) while eager is timed alone; it loads the candidate's code only on
+        # LOAD, after those rounds, so nothing of the candidate runs beside them.
+        self.cand = LinkedWorker(run, Link(candidate_folder, owner), lambda: deadline)
         result = Refereed("correct", phases=phases)
         try:
             try:
-                ready = self.cand.ask(None)  # built and ready
+                if first.regions:
+                    self.batch, solo = self._solo_eager()
+                    phases["solo_s"] = _clock() - started
+                ready = self.cand.ask(Command(Order.LOAD))  # built and ready
                 phases["start_s"] = _clock() - started
                 phases["build_s"] = ready.phases.get("build_s", 0.0)  # the worker's own account
                 if self.started_pid is not None:

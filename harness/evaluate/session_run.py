@@ -22,7 +22,7 @@ from harness import serial
 from harness.devices import Device
 from harness.evaluate import arena, observers, timing
 from harness.evaluate.candidate_run import Watched, _changed, _reject_replaced_clocks, _snapshot, _torch_compute
-from harness.evaluate.checks import agrees, compare, flatten
+from harness.evaluate.checks import agree_calls, compare, flatten
 from harness.evaluate.models import build_model, copy_parameters, load_candidate, make_inputs
 from harness.evaluate.protocol import Answer, Command, Layout, Order, decode, encode
 from harness.evaluate.reference_run import expected_outputs
@@ -235,12 +235,11 @@ def _serve_reference(request: dict, device: Device, reference, model, regions: _
             mismatch = compare(expected.outputs, got, tolerance, expected.bounds)
             answer = Answer(mismatch is None, mismatch.reason if mismatch else "", tolerance=expected.basis)
         elif order.order is Order.AGREE:
-            for k in range(calls):
-                mismatch = agrees(regions.views("eager", k), regions.views("got", k), tolerance)
-                if mismatch is not None:
-                    where = f" (batched call {k + 1} of {calls})" if calls > 1 else ""
-                    answer = Answer(False, mismatch.reason + where)
-                    break
+            eager = [regions.views("eager", k) for k in range(calls)]
+            found = agree_calls(eager, [regions.views("got", k) for k in range(calls)], tolerance)
+            if found is not None:
+                k, mismatch = found
+                answer = Answer(False, mismatch.reason + (f" (batched call {k + 1} of {calls})" if calls > 1 else ""))
         device.synchronize()  # each answer says its order is done, on the device too
         link.send(encode(answer))
 
@@ -303,6 +302,9 @@ def _serve_candidate(
         device.warm_profiler()  # its threads exist before the candidate counts them (torch_until_profiled)
     observers.install()  # before the candidate's code runs, so it can only reach the noting wrappers
     _snapshot()
+    # Set up while the referee times eager alone; the candidate's code runs from its LOAD on.
+    if decode(Command, link.receive()).order is not Order.LOAD:
+        return WorkerReport("crash", "the referee ended the session before the candidate was loaded")
     start = perf_counter()
     candidate = load_candidate(Path(request["candidate_path"]))
     build_s = perf_counter() - start

@@ -16,8 +16,9 @@ class Platform:
     # A kernel faster than this share of the measured roofline is a broken or cheating timer.
     # On a CPU, data left in a large last-level cache can beat the DRAM copy rate honestly.
     max_sol_fraction: float = 1.25
-    # Modules the worker zygote imports once, so no evaluation pays for them.
-    preload: list[str] = field(default_factory=list)
+    # Modules the worker zygote imports once, so no evaluation pays for them: torch's extension
+    # builder (setuptools with it) is what every `load_inline` candidate imports first.
+    preload: list[str] = field(default_factory=lambda: ["torch.utils.cpp_extension"])
     # Run workers as the user nobody when the harness is root (no access to root's processes).
     drop_privileges: bool = True
     # Confine workers with Landlock where the kernel has it: no files but their own and the

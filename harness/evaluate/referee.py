@@ -314,9 +314,10 @@ class Session:
         return ms
 
     def _solo_eager(self) -> tuple[int, list[float]]:
-        """On a device, before the candidate's worker exists: the batch (calls a bracket runs, for
-        BATCH_MS of eager's work) and eager's times per call alone. Work a candidate leaves queued
-        on the device can slow eager's calls beside it, never these (timing.paired's first_alone)."""
+        """On a device, before any of the candidate's code runs (its worker sets up meanwhile): the
+        batch (calls a bracket runs, for BATCH_MS of eager's work) and eager's times per call alone.
+        Work a candidate leaves queued on the device can slow eager's calls beside it, never these
+        (timing.paired's first_alone)."""
         drawn = self._draw()
         times = [(self._eager_call(drawn.scalars), self._blank()) for _ in range(2)]
         self.once = min(e for e, _ in times), min(b for _, b in times)

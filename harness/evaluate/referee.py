@@ -155,9 +155,11 @@ class Session:
         result = Refereed("correct", phases=phases)
         try:
             try:
-                if first.regions:
+                if first.regions:  # the worker's set-up answer is read within, before the counted rounds
                     self.batch, solo = self._solo_eager()
                     phases["solo_s"] = _clock() - started
+                else:
+                    self.cand.ask(None)  # set up
                 ready = self.cand.ask(Command(Order.LOAD))  # built and ready
                 phases["start_s"] = _clock() - started
                 phases["build_s"] = ready.phases.get("build_s", 0.0)  # the worker's own account
@@ -314,10 +316,10 @@ class Session:
         return ms
 
     def _solo_eager(self) -> tuple[int, list[float]]:
-        """On a device, before any of the candidate's code runs (its worker sets up meanwhile): the
-        batch (calls a bracket runs, for BATCH_MS of eager's work) and eager's times per call alone.
-        Work a candidate leaves queued on the device can slow eager's calls beside it, never these
-        (timing.paired's first_alone)."""
+        """On a device, before any of the candidate's code runs: the batch (calls a bracket runs, for
+        BATCH_MS of eager's work) and eager's times per call alone. Work a candidate leaves queued
+        on the device can slow eager's calls beside it, never these (timing.paired's first_alone).
+        The worker sets up meanwhile; the counted rounds wait for it to say it has."""
         drawn = self._draw()
         times = [(self._eager_call(drawn.scalars), self._blank()) for _ in range(2)]
         self.once = min(e for e, _ in times), min(b for _, b in times)
@@ -327,6 +329,8 @@ class Session:
         # the clamped remainder made eager "alone" 1e-6 ms, a speedup of 2e-5x.
         alone = []
         for i in range(WARMUP_ROUNDS + SOLO_ROUNDS):
+            if i == WARMUP_ROUNDS:  # the candidate's worker set up: its device work is not beside these
+                self.cand.ask(None)
             drawn = self._draw(calls=batch)
             ms = self._eager_call(drawn.scalars, batch)
             if i >= WARMUP_ROUNDS:

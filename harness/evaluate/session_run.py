@@ -302,7 +302,9 @@ def _serve_candidate(
         device.warm_profiler()  # its threads exist before the candidate counts them (torch_until_profiled)
     observers.install()  # before the candidate's code runs, so it can only reach the noting wrappers
     _snapshot()
-    # Set up while the referee times eager alone; the candidate's code runs from its LOAD on.
+    # Set up while the referee warms eager up alone; said so before its counted solo rounds, and the
+    # candidate's code runs from its LOAD on, after them.
+    link.send(encode(Answer(True)))
     if decode(Command, link.receive()).order is not Order.LOAD:
         return WorkerReport("crash", "the referee ended the session before the candidate was loaded")
     start = perf_counter()

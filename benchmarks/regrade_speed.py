@@ -166,7 +166,7 @@ def regrade(work: Path, folder: Path, args, phase: str, stop_after: float | None
         "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)])),
         "FORGEBENCH_CACHE": str(work / ".forgebench" / "cache"),  # this run's own: cold at first
     }
-    seen = {"builds": 0, "not_built": 0, "timings": 0, "first_timing_s": None, "last_build_s": None}
+    seen = {"builds": 0, "not_built": 0, "timings": 0, "graded": 0, "first_timing_s": None, "last_build_s": None}
     started = time.perf_counter()
     with subprocess.Popen(
         command, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
@@ -190,6 +190,9 @@ def _note(seen: dict, line: str, at: float) -> None:
         seen["builds"] += 1
         seen["not_built"] += " builds): not built" in line
         seen["last_build_s"] = at
+    elif re.search(r"\(\d+/\d+\): ", line):
+        # A solution's verdict: a phase stopped by its limit is paced by these, not by its set's size.
+        seen["graded"] += 1
     elif line.startswith("timing "):
         seen["timings"] += 1
         seen["first_timing_s"] = seen["first_timing_s"] or at
@@ -201,7 +204,8 @@ def _note(seen: dict, line: str, at: float) -> None:
 
 def summary(phase: str, seen: dict, extra: str = "") -> str:
     to_grade = seen.get("to_grade", 0)
-    per = f"{seen['wall_s'] / to_grade:.2f} s a solution" if to_grade else "nothing to grade"
+    graded = seen.get("graded", 0) + seen["not_built"]  # a failed build's verdict is given at its build
+    per = f"{graded} graded, {seen['wall_s'] / graded:.2f} s each" if graded else "none graded"
     first, last = seen["first_timing_s"], seen["last_build_s"]
     overlap = f"first timing at {first:.1f} s, last build ended at {last:.1f} s" if first and last else ""
     parts = [

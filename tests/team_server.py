@@ -69,6 +69,8 @@ class TeamServer:
              "--artifacts-destination", str(self.artifacts), "--host", "127.0.0.1", "--port", str(self.port),
              "--workers", "2"],
             stdout=subprocess.DEVNULL, stderr=open(self.folder / "mlflow-server.log", "w"),
+            # As docs/scale-out.md runs it: no MLflow job consumer (ten workers) beside the server.
+            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
         )  # fmt: skip
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and self.mlflow.poll() is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import sys
 from pathlib import Path
 
@@ -85,17 +86,41 @@ def _trusted_roots() -> tuple[str, ...]:
 
 
 _getframe = sys._getframe  # the wrapper's own, before sys._getframe is wrapped too
+_getouterframes = inspect.getouterframes
 
 
 def _wrap(name: str, query, trusted: tuple[str, ...]):
+    answer = _FRAME_QUERIES.get(name, lambda query, args, kwargs: query(*args, **kwargs))
+
     @functools.wraps(query)
     def watched_query(*args, **kwargs):
         caller = _getframe(1).f_code.co_filename
         if not caller.startswith(trusted):
             ASKED.setdefault(name, caller)
-        return query(*args, **kwargs)
+        return answer(query, args, kwargs)
 
     return watched_query
+
+
+def _from_caller(query, args, kwargs):
+    """A stack query given no frame starts at its wrapper's caller (frame 2 here), not at the wrapper."""
+    if (args[0] if args else kwargs.get("f")) is None:
+        args, kwargs = (_getframe(2), *args[1:]), {k: v for k, v in kwargs.items() if k != "f"}
+    return query(*args, **kwargs)
+
+
+# The queries that answer with frames answer as if the wrapper were not there (from a function the
+# wrapper calls, frame 0 is that function, 1 the wrapper, 2 its caller). torch.fx.wrap, for one,
+# refuses to run unless inspect.currentframe()'s caller is a module's top level, and a module that
+# calls it may be imported after install(), by the reference, a baseline or the candidate.
+_FRAME_QUERIES = {
+    "sys._getframe": lambda query, args, kwargs: query((args[0] if args else 0) + 2, *args[1:], **kwargs),
+    "inspect.currentframe": lambda query, args, kwargs: _getframe(2),
+    "inspect.stack": lambda query, args, kwargs: _getouterframes(_getframe(2), *args, **kwargs),
+    "traceback.extract_stack": _from_caller,
+    "traceback.format_stack": _from_caller,
+    "traceback.print_stack": _from_caller,
+}
 
 
 def install() -> None:

@@ -17,6 +17,7 @@ import select
 import signal
 import site
 import sys
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -182,8 +183,11 @@ def _reap_orphans() -> None:
 def serve() -> None:
     confine.make_undumpable()
     confine.make_subreaper()
-    for module in ["torch", "harness.evaluate.worker", "torch._dynamo", *sys.argv[1:]]:
+    for module in ["torch", "harness.evaluate.worker", *sys.argv[1:]]:
         importlib.import_module(module)
+    # Before any fork: a worker of a Python nobody may read asks sysconfig where the standard library
+    # is (stdlib_copy.use) before it reads the copy, and sysconfig's data module lies beneath that folder.
+    sysconfig.get_config_vars()
     code_roots = _code_roots()
     out = sys.stdout
     requests = select.poll()

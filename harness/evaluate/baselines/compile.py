@@ -8,4 +8,5 @@ BASELINE = Baseline(
     name="compile",
     description="torch.compile(model), default mode",
     build=lambda sample: torch.compile(sample.model),
+    preload=("torch._dynamo",),
 )

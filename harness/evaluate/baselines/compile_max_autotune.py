@@ -9,4 +9,5 @@ BASELINE = Baseline(
     name="compile_max_autotune",
     description='torch.compile(model, mode="max-autotune")',
     build=lambda sample: torch.compile(sample.model, mode="max-autotune"),
+    preload=("torch._dynamo",),
 )

@@ -117,6 +117,21 @@ def test_each_solution_has_a_line_when_it_is_built_and_before_it_is_timed(tmp_pa
     assert all(len(line) < 300 for line in events)  # a reason's first line, cut
 
 
+def test_the_eta_is_the_longer_of_the_builds_and_the_timings_left_each_at_its_own_pace(monkeypatch):
+    from types import SimpleNamespace
+
+    from harness.regrade import grade as grading
+
+    monkeypatch.setattr(grading, "time", SimpleNamespace(monotonic=lambda: 100.0))
+    state = grading._Grading.__new__(grading._Grading)  # a resume 100 s in: 10 of 60 builds, 4 timed
+    state.started, state.built, state.build_count, state.order = 0.0, 10, 60, [None] * 62
+    state.timed, state.timed_s, state.done = 4, 16.0, 4
+    assert state._left() == 500.0  # 50 builds at 10 s; the 58 timings at 4 s (232 s) run beside them
+    state.built = 60
+    assert state._left() == 232.0  # not 58 x 25 s, the pace of the graded counting the builds' wait
+    assert grading.eta(500.0) == "ETA 8m20s" and grading.eta(42.4) == "ETA 42s"
+
+
 def test_the_first_solution_is_timed_before_the_last_build_ends(tmp_path):
     events: list[str] = []
     evaluator = StandInEvaluator(events)

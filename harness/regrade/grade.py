@@ -39,9 +39,8 @@ def first_line(text: str) -> str:
     return line if len(line) <= REASON_CHARS else line[: REASON_CHARS - 3] + "..."
 
 
-def eta(started: float, done: int, total: int) -> str:
-    """The time left at the pace so far, as `ETA 1m05s`."""
-    left = (time.monotonic() - started) / max(done, 1) * (total - done)
+def eta(left: float) -> str:
+    """Seconds left, as `ETA 1m05s`."""
     minutes, seconds = divmod(round(left), 60)
     return f"ETA {minutes}m{seconds:02d}s" if minutes else f"ETA {seconds}s"
 
@@ -71,7 +70,8 @@ class _Grading:
         self.builds: dict[str, Future] = {}  # by solution key; solutions sharing a build share its future
         self.unsettled = list(self.order)  # those whose failed build this thread has not yet recorded
         self.lock, self.builds_ended = threading.Lock(), itertools.count(1)
-        self.started, self.done = time.monotonic(), 0
+        self.started, self.done, self.built = time.monotonic(), 0, 0
+        self.timed, self.timed_s = 0, 0.0  # the timings so far and their seconds
         self.build_count = len({(s.task.id, self.sources[s.key]) for s in self.order})
 
     def say(self, line: str) -> None:
@@ -103,8 +103,8 @@ class _Grading:
         failed = self.evaluator.build(solution.task, self.sources[solution.key])
         outcome = "built" if failed is None else f"not built: {first_line(failed.summary())}"
         with self.lock:
-            ended = next(self.builds_ended)
-            left = eta(self.started, ended, self.build_count)
+            self.built = ended = next(self.builds_ended)
+            left = eta(self._pace(ended) * (self.build_count - ended))
             self.progress(f"{solution.key} ({ended}/{self.build_count} builds): {outcome} · {left}")
         return None if failed is None else (failed, time.monotonic() - began)
 
@@ -135,9 +135,22 @@ class _Grading:
         self.say(f"timing {solution.key} ({number})")
         began = time.monotonic()
         result = self.evaluator.evaluate(solution.task, self.sources[solution.key])
-        self._graded(solution, result, time.monotonic() - began)
-        left = eta(self.started, self.done, len(self.order))
-        self.say(f"{solution.key} ({number}): {first_line(result.summary())} · {left}")
+        seconds = time.monotonic() - began
+        self.timed, self.timed_s = self.timed + 1, self.timed_s + seconds
+        self._graded(solution, result, seconds)
+        self.say(f"{solution.key} ({number}): {first_line(result.summary())} · {eta(self._left())}")
+
+    def _pace(self, ended: int) -> float:
+        """Seconds a build at the builds' pace so far (builds run `jobs` at a time)."""
+        return (time.monotonic() - self.started) / max(ended, 1)
+
+    def _left(self) -> float:
+        """Builds and timings overlap, so what is left takes the longer of the builds still to come at
+        their pace and the timings still to come at theirs (the pace of all the graded so far would
+        count the first builds' wait against every timing: an hour for a resume of minutes)."""
+        builds = self._pace(self.built) * (self.build_count - self.built)
+        timings = self.timed_s / max(self.timed, 1) * (len(self.order) - self.done)
+        return max(builds, timings)
 
     def _prepare(self, task: Task) -> None:
         """The problem's reference run while its solutions still build, not after."""

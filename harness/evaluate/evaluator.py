@@ -69,14 +69,13 @@ class Evaluator:
         self._header = PrecompiledHeader(platform.precompiled_header)
         self._references: dict[str, Expected] = {}
         self._ceilings_path = self.cache_dir / f"ceilings-{platform.device}.json"
-        # A name with no file fails here, not in every reference worker.
-        needed = [module for name in platform.baselines for module in baselines.load(name).preload]
-        self._preload = list(dict.fromkeys([*needed, *platform.preload]))
+        for name in platform.baselines:
+            baselines.load(name)  # a name with no file fails here, not in every reference worker
         # A worker of this process's uid (a harness run by a normal user) must not read its start-up
         # environment (API keys) through /proc/<pid>/environ, nor ptrace it; the zygote and judge do the same.
         confine.make_undumpable()
         self._confine = platform.confine and confine.landlock_or_warn()
-        self._workers = ZygotePool(self._preload)
+        self._workers = ZygotePool(platform.preload)
         self._ncu_refused = ""  # ncu's error once it has refused to profile on this machine
         self._device = devices.load(platform.device)
 
@@ -361,7 +360,7 @@ class Evaluator:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "candidate.py").write_text(candidate_source)
         log = own / "ncu.csv"
-        pool = ZygotePool(self._preload, ncu.wrapper(found, log), tool_env)
+        pool = ZygotePool(self.platform.preload, ncu.wrapper(found, log), tool_env)
         request = self._request(task, "ncu", folder, candidate_path=str(folder / "candidate.py"))
         try:
             ran = self._run(request, folder, min(self.settings.timeout_s, 120.0), task, pool=pool)

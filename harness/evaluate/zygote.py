@@ -183,7 +183,9 @@ def _reap_orphans() -> None:
 def serve() -> None:
     confine.make_undumpable()
     confine.make_subreaper()
-    for module in ["torch", "harness.evaluate.worker", *sys.argv[1:]]:
+    # Dynamo too: the first call under a dispatch mode (the op recorder's, in every worker) imports it,
+    # 1.8 s of a core that a worker would otherwise pay after its fork, each time.
+    for module in ["torch", "harness.evaluate.worker", "torch._dynamo", *sys.argv[1:]]:
         importlib.import_module(module)
     # Before any fork: a worker of a Python nobody may read asks sysconfig where the standard library
     # is (stdlib_copy.use) before it reads the copy, and sysconfig's data module lies beneath that folder.

@@ -363,21 +363,6 @@ def test_every_baseline_is_timed_once_per_task_and_the_gpu_libraries_without_a_g
     assert result.best_baseline == "eager" and result.speedup_vs_best == result.speedup_vs_eager
 
 
-def test_only_a_baseline_that_compiles_has_the_worker_zygotes_import_dynamo(make_evaluator):
-    # Dynamo costs each zygote 1.8 s of a core: paid where a baseline compiles, once per zygote.
-    assert "torch._dynamo" not in make_evaluator()._preload  # the cpu platform times eager alone
-    compiling = make_evaluator(overrides=("platform.baselines=[eager,compile]",))
-    assert compiling._preload[0] == "torch._dynamo", compiling._preload
-
-
-@pytest.mark.slow
-def test_the_compile_baseline_is_timed_in_the_reference_worker_on_a_cpu(task, make_evaluator):
-    evaluator = make_evaluator(overrides=("platform.baselines=[eager,compile]",))
-    result = evaluator.evaluate(task, source(LEGITIMATE))
-    assert result.verdict == "correct", result.reason
-    assert result.baselines["compile"] > 0 and "compile" in result.speedups, result.baselines_skipped
-
-
 def test_a_baseline_with_no_file_is_an_error_naming_the_known_ones(make_evaluator):
     from harness.errors import ForgeBenchError
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import pkgutil
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,9 +49,6 @@ class Baseline:
     devices: tuple[str, ...] | None = None  # the torch device types it runs on; None: any
     # Whether its output is checked against the reference's before it is timed.
     checked: bool = True
-    # Modules each worker zygote imports once when this baseline is timed (Dynamo: 1.8 s of a core,
-    # paid per zygote, not per reference worker; a run that compiles nothing never pays it).
-    preload: tuple[str, ...] = ()
 
     def missing(self, device: torch.device) -> str | None:
         if self.devices is not None and device.type not in self.devices:
@@ -126,8 +122,7 @@ def measure_all(
             continue
         start = time.perf_counter()
         try:
-            if "torch._dynamo" in sys.modules:  # never imported: nothing compiled before to forget
-                torch._dynamo.reset()  # each compiled baseline starts from no earlier compilation
+            torch._dynamo.reset()  # each compiled baseline starts from no earlier compilation
             fn = _first_matching(baseline, sample, check)
             times.setup_s[name] = time.perf_counter() - start
             measured = timing.measure(fn, timing_sets, sample.device, **timing_kwargs)

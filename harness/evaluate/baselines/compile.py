@@ -8,5 +8,4 @@ BASELINE = Baseline(
     name="compile",
     description="torch.compile(model), default mode",
     build=lambda sample: torch.compile(sample.model),
-    preload=("torch._dynamo",),
 )

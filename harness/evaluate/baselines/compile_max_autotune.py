@@ -9,5 +9,4 @@ BASELINE = Baseline(
     name="compile_max_autotune",
     description='torch.compile(model, mode="max-autotune")',
     build=lambda sample: torch.compile(sample.model, mode="max-autotune"),
-    preload=("torch._dynamo",),
 )

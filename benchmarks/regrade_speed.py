@@ -204,7 +204,7 @@ def _note(seen: dict, line: str, at: float) -> None:
 
 def summary(phase: str, seen: dict, extra: str = "") -> str:
     to_grade = seen.get("to_grade", 0)
-    graded = seen.get("graded", 0) + seen["not_built"]  # a failed build's verdict is given at its build
+    graded = seen["graded"] + seen["not_built"]  # a failed build's verdict is given at its build
     per = f"{graded} graded, {seen['wall_s'] / graded:.2f} s each" if graded else "none graded"
     first, last = seen["first_timing_s"], seen["last_build_s"]
     overlap = f"first timing at {first:.1f} s, last build ended at {last:.1f} s" if first and last else ""

@@ -69,8 +69,8 @@ class _Grading:
         self.sources = {s.key: s.path.read_text(errors="replace") for s in self.order}
         self.builds: dict[str, Future] = {}  # by solution key; solutions sharing a build share its future
         self.unsettled = list(self.order)  # those whose failed build this thread has not yet recorded
-        self.lock, self.builds_ended = threading.Lock(), itertools.count(1)
-        self.started, self.done, self.built = time.monotonic(), 0, 0
+        self.lock = threading.Lock()
+        self.started, self.done, self.built = time.monotonic(), 0, 0  # built: the builds ended so far
         self.timed, self.timed_s = 0, 0.0  # the timings so far and their seconds
         self.build_count = len({(s.task.id, self.sources[s.key]) for s in self.order})
 
@@ -103,7 +103,7 @@ class _Grading:
         failed = self.evaluator.build(solution.task, self.sources[solution.key])
         outcome = "built" if failed is None else f"not built: {first_line(failed.summary())}"
         with self.lock:
-            self.built = ended = next(self.builds_ended)
+            self.built = ended = self.built + 1
             left = eta(self._pace(ended) * (self.build_count - ended))
             self.progress(f"{solution.key} ({ended}/{self.build_count} builds): {outcome} · {left}")
         return None if failed is None else (failed, time.monotonic() - began)

@@ -2,6 +2,7 @@
 from the candidate's file is noted, and the questions answered with frames are answered as if no
 wrapper stood between the caller and the interpreter, for the installation's code that asks them."""
 
+import json
 import subprocess
 import sys
 
@@ -49,8 +50,6 @@ def test_frame_questions_are_answered_as_if_unwatched_and_the_candidates_are_not
         [sys.executable, str(trusted / "check.py"), str(folder)], cwd=folder, capture_output=True, text=True
     )
     assert ran.returncode == 0, ran.stderr[-3000:]
-    import json
-
     found = json.loads(ran.stdout.splitlines()[-1])
     asked = found.pop("asked")
     assert found == {

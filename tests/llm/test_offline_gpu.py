@@ -425,6 +425,22 @@ def test_handwritten_family_candidate_matches_reference(name):
     check_default_candidate(task, family or "triton_groupnorm")
 
 
+def test_tanh_keeps_its_relative_precision_near_zero():
+    """KernelBench's Tanh on the evaluator's extreme draw (inputs x0.001): tanh(x) is about x, and
+    1 - 2 / (exp(2x) + 1) cancels there (3.5% off at 3e-6, far outside the reference's bound)."""
+    reference = (
+        HEADER
+        + "class Model(nn.Module):\n    def forward(self, x):\n        return torch.tanh(x)\n\n\n"
+        + "def get_inputs():\n    return [torch.randn(8, 256) * 1e-3]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    task = task_of(reference, operator="aten.tanh")
+    source = check_default_candidate(task, "triton_pointwise")
+    candidate = load(source, "candidate_tanh")
+    special = torch.tensor([0.0, 0.2499, 0.25, -30.0])
+    x = torch.cat([torch.randn(1024) * 1e-3, torch.linspace(-4, 4, 1020), special]).reshape(8, 256)
+    torch.testing.assert_close(candidate.ModelNew()(x), torch.tanh(x), rtol=2e-6, atol=1e-12)
+
+
 @pytest.mark.parametrize(
     "body, inputs, expected",
     [

@@ -19,6 +19,10 @@ class Signature:
     input_dtypes: list[str]
     init_inputs: list[Any]
     aten_ops: list[str]  # compute ops in call order, without allocations and views
+    # A reference written in torch (not captured as aten calls) and holding no parameters or buffers,
+    # restated as the straight line of aten calls it makes at these shapes (a `forward` of x0, x1, ...),
+    # for a model that writes kernels from graphs; None where it is captured already or cannot be.
+    aten_graph: str | None = None
 
     @property
     def operator(self) -> str:
@@ -56,4 +60,64 @@ def _signature(reference_path: Path) -> Signature:
             ops = [op.rstrip("_") for op in recorder.ops if op.rstrip("_") in COPIES][:1]
     except (NotImplementedError, RuntimeError):
         ops = []  # an op without a meta kernel: the operator stays unknown, nothing else is lost
-    return Signature([s for s, _ in described if s is not None], [d for _, d in described], init_inputs, ops)
+    shapes, dtypes = [s for s, _ in described if s is not None], [d for _, d in described]
+    return Signature(shapes, dtypes, init_inputs, ops, _aten_graph(reference_path.read_text(), model, inputs))
+
+
+def _aten_graph(source: str, model: torch.nn.Module, inputs: list[Any]) -> str | None:
+    """The reference's forward as aten calls (make_fx on the meta tensors), or None where that says
+    nothing new (a captured reference) or is not the whole computation (state, non-tensor inputs)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    if "torch.ops.aten." in source or any(True for _ in model.parameters()) or any(True for _ in model.buffers()):
+        return None
+    if not inputs or not all(isinstance(v, torch.Tensor) for v in inputs):
+        return None
+    try:
+        with torch.no_grad():
+            graph = make_fx(model)(*inputs).graph
+    except Exception:  # a trace that fails only leaves the prompt without this section
+        return None
+    return _forward_source(graph)
+
+
+def _forward_source(graph: torch.fx.Graph) -> str | None:
+    """`forward(self, x0, ...)` of one `name = torch.ops.aten.<op>.<overload>(...)` line a call."""
+    import operator
+
+    from harness.capture.emit import literal
+
+    names: dict[torch.fx.Node, str] = {}
+
+    def text(value: Any) -> str:
+        if isinstance(value, torch.fx.Node):
+            return names[value]
+        if isinstance(value, (list, tuple)):
+            return "[" + ", ".join(text(v) for v in value) + "]"
+        return literal(value, [])
+
+    lines: list[str] = []
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            names[node] = f"x{len(names)}"
+        elif node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
+            names[node] = f"t{len(lines)}"
+            op = node.target
+            args = [text(a) for a in node.args] + [f"{k}={text(v)}" for k, v in node.kwargs.items()]
+            call = f"torch.ops.{op.namespace}.{op.overloadpacket.__name__}.{op._overloadname}({', '.join(args)})"
+            lines.append(f"{names[node]} = {call}")
+        elif node.op == "call_function" and node.target is operator.getitem:
+            if not node.users:
+                continue  # a result of a call that nothing reads (max.dim's indices where only values are)
+            names[node] = f"t{len(lines)}"
+            lines.append(f"{names[node]} = {text(node.args[0])}[{node.args[1]}]")
+        elif node.op == "output":
+            returned = node.args[0] if isinstance(node.args[0], (list, tuple)) else [node.args[0]]
+            if not returned or not all(isinstance(v, torch.fx.Node) for v in returned):
+                return None
+            lines.append("return " + ", ".join(text(v) for v in returned))
+        else:
+            return None
+    params = ", ".join(v for n, v in names.items() if n.op == "placeholder")
+    body = "".join(f"        {line}\n" for line in lines)
+    return f"class Model(nn.Module):\n    def forward(self, {params}):\n{body}"

@@ -11,6 +11,9 @@ from harness.tasks import Task
 from harness.trace import signature
 
 PROMPTS_DIR = Path(__file__).resolve().parent
+# The line before a torch reference's restatement as aten calls (harness/trace.py), which the task
+# section shows where there is one; a reader of prompts finds the restatement's code block after it.
+ATEN_GRAPH_LEAD = "The same, as the aten calls it makes at these shapes (traced on meta tensors):"
 
 INSTRUCTIONS = {
     "refine": "Make this version faster while keeping it correct. Say in the approach line what you changed.",
@@ -42,6 +45,7 @@ def task_section(task: Task, platform: Platform) -> str:
         platform=platform.name,
         roofline=roofline,
         reference=task.reference_source.strip(),
+        aten_graph=f"\n{ATEN_GRAPH_LEAD}\n```python\n{sig.aten_graph.strip()}\n```\n" if sig.aten_graph else "",
     )
 
 

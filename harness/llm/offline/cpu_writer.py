@@ -13,7 +13,7 @@ from string import Template
 from harness.llm.offline.cpu_lower import CppKernel, lower_cpu
 from harness.llm.offline.family import Family, Point
 from harness.llm.offline.fused import host_lines, model_source, source_of
-from harness.llm.offline.gpu import CAPTURED_INIT
+from harness.llm.offline.gpu import CAPTURED_INIT, aten_source
 from harness.llm.offline.graph import Graph, Unsupported, infer, parse_forward
 from harness.llm.offline.operators import default_eps, family_for, misfit, refusal
 from harness.llm.offline.prompt import PromptTask
@@ -45,11 +45,12 @@ class CpuPlan:
     eps: float = 1e-5  # the default of an operator template's ModelNew eps argument
     graph: Graph | None = None  # a captured reference's graph, and the kernel lowered from it
     kernel: CppKernel | None = None
+    init: str = CAPTURED_INIT  # ModelNew's constructor around a graph's kernel
 
 
 def plan(task: PromptTask) -> CpuPlan | str:
     """The plan of the task's candidate, or a plain-text refusal: an operator template that fits one
-    float32 tensor, else (for a captured reference) the graph's own row or matmul kernel."""
+    float32 tensor, else the row or matmul kernel of the task's aten calls (gpu.aten_source)."""
     family = family_for(task)
     one_tensor = len(task.input_shapes) == 1 and len(task.input_shapes[0]) > 0
     captured = "torch.ops.aten." in task.reference
@@ -58,16 +59,15 @@ def plan(task: PromptTask) -> CpuPlan | str:
         refused = misfit(family, task) or ""
         if not refused:
             return CpuPlan(family, default_eps(task))
-    if not captured:
+    if not captured and not task.aten_graph:
         return refused
-    if task.init_inputs:
-        return f"{refusal(task)}: a graph of aten calls takes no constructor arguments, not {task.init_inputs}."
     try:
-        graph = infer(parse_forward(task.reference), task.input_shapes, task.input_dtypes)
+        source, init = aten_source(task)
+        graph = infer(parse_forward(source), task.input_shapes, task.input_dtypes)
         kernel = lower_cpu(graph)
     except Unsupported as exc:
         return f"{refusal(task)}: {exc}."
-    return CpuPlan(GRAPH_FAMILIES[f"cpu_{kernel.kind}"], graph=graph, kernel=kernel)
+    return CpuPlan(GRAPH_FAMILIES[f"cpu_{kernel.kind}"], graph=graph, kernel=kernel, init=init)
 
 
 def _indent(lines: list[str], spaces: int) -> str:
@@ -97,7 +97,7 @@ def _graph_module(values: dict, plan: CpuPlan) -> str:
     kernel, graph = plan.kernel, plan.graph
     matmul = kernel.kind == "matmul"
     operands = [*kernel.operands, *kernel.inputs]
-    model = model_source(CAPTURED_INIT, graph.inputs, host_lines(graph, operands), [source_of(r) for r in operands])
+    model = model_source(plan.init, graph.inputs, host_lines(graph, operands), [source_of(r) for r in operands])
     lead = kernel.shape[:-1]
     rows = Template((TEMPLATES_DIR / "rows.cpp").read_text()).substitute(
         cols=kernel.shape[-1], lead=len(lead), inputs=len(kernel.inputs), sizes=", ".join(map(str, lead)) or "1"

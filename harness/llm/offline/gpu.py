@@ -17,6 +17,9 @@ from harness.llm.offline.lower import Body
 from harness.llm.offline.prompt import PromptTask
 
 CAPTURED_INIT = "    def __init__(self):\n        super().__init__()"
+# A traced reference holds no state (harness/trace.py traces no other) and its constructor arguments
+# are constants of its graph, so ModelNew takes them as the reference does and keeps none.
+TRACED_INIT = "    def __init__(self, *init_inputs):\n        super().__init__()"
 
 
 @dataclass
@@ -111,15 +114,24 @@ def _restated(task: PromptTask, family: Family, eps: float) -> tuple[Graph, str,
     return graph, "\n".join(init), [f"{', '.join(names)} = {bind}"]
 
 
-def graph_plan(task: PromptTask, operator_family: Family | None, eps: float) -> GpuPlan:
-    """The task's graph in a plan whose template the platform's writer then chooses; raises
-    Unsupported when the reference is neither a graph of aten calls nor a hand-written operator."""
+def aten_source(task: PromptTask) -> tuple[str, str]:
+    """The task as a forward of aten calls and ModelNew's constructor: a captured reference as it is
+    written, else the prompt's restatement of a torch reference; raises Unsupported for neither."""
     if "torch.ops.aten." in task.reference:
         if task.init_inputs:
             raise Unsupported(f"a graph of aten calls takes no constructor arguments, not {task.init_inputs}")
-        graph = infer(parse_forward(task.reference), task.input_shapes, task.input_dtypes)
-        return GpuPlan(graph, forward_args=graph.inputs)
-    if operator_family is None:
-        raise Unsupported("the reference is neither a graph of aten calls nor an operator I know")
+        return task.reference, CAPTURED_INIT
+    if task.aten_graph:
+        return task.aten_graph, TRACED_INIT
+    raise Unsupported("the reference is neither a graph of aten calls nor an operator I know")
+
+
+def graph_plan(task: PromptTask, operator_family: Family | None, eps: float) -> GpuPlan:
+    """The task's graph in a plan whose template the platform's writer then chooses: a hand-written
+    operator restated, else the task's aten calls (aten_source); raises Unsupported for neither."""
+    if operator_family is None or "torch.ops.aten." in task.reference:
+        source, init = aten_source(task)
+        graph = infer(parse_forward(source), task.input_shapes, task.input_dtypes)
+        return GpuPlan(graph, init=init, forward_args=graph.inputs)
     graph, init, prologue = _restated(task, operator_family, eps)
     return GpuPlan(graph, init=init, prologue=prologue, operator=operator_family)

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from harness.prompts import heading_of, line_pattern
+from harness.prompts import ATEN_GRAPH_LEAD, heading_of, line_pattern
 
 _TASK_FIELDS = ("operator", "aten_ops", "input_shapes", "input_dtypes", "init_inputs", "platform")
 # The reference is the first Python block after the task's fields (a Markdown fence, not template wording).
@@ -29,6 +29,7 @@ class PromptTask:
     init_inputs: list[Any]
     platform: str
     reference: str
+    aten_graph: str = ""  # a torch reference restated as aten calls, where the prompt shows it
 
     @property
     def dtype(self) -> str:
@@ -42,6 +43,8 @@ def parse_task(prompt: str) -> PromptTask | None:
         return None
     fields = {name: match.group(name).strip() for name, match in found.items()}
     reference = _CODE_BLOCK.search(prompt, max(match.end() for match in found.values()))
+    lead = prompt.find(f"\n{ATEN_GRAPH_LEAD}\n", reference.end() if reference else 0)
+    aten_graph = _CODE_BLOCK.search(prompt, lead + 1) if lead >= 0 else None
     try:
         shapes, init_inputs = json.loads(fields["input_shapes"]), ast.literal_eval(fields["init_inputs"])
     except (ValueError, SyntaxError):
@@ -56,6 +59,7 @@ def parse_task(prompt: str) -> PromptTask | None:
         init_inputs=list(init_inputs),
         platform=fields["platform"],
         reference=reference.group(1) if reference else "",
+        aten_graph=aten_graph.group(1) if aten_graph else "",
     )
 
 

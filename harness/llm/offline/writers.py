@@ -22,16 +22,18 @@ _GPU_CHOICES: dict[str, Callable[[GpuPlan], GpuPlan]] = {"triton": triton_writer
 
 
 def gpu_plan(task: PromptTask) -> GpuPlan | str:
-    """The plan of a `triton` or `cuda` candidate, or a plain-text refusal. A hand-written task must fit
-    its operator family's template as on the CPU; a captured one is read as its graph of aten calls."""
+    """The plan of a `triton` or `cuda` candidate, or a plain-text refusal. A hand-written task fits its
+    operator family's template as on the CPU, else is read as the aten calls the prompt restates it
+    as; a captured one is read as its own graph of aten calls."""
     family = family_for(task)
     if "torch.ops.aten." not in task.reference:
         one_tensor = len(task.input_shapes) == 1 and len(task.input_shapes[0]) > 0
-        if family is None or not one_tensor or task.input_dtypes[0] not in _GPU_DTYPES:
-            return refusal(task) + "."
-        refused = misfit(family, task)
-        if refused:
+        fits = family is not None and one_tensor and task.input_dtypes[0] in _GPU_DTYPES
+        refused = misfit(family, task) if fits else refusal(task) + "."
+        if refused and not task.aten_graph:
             return refused
+        if refused:
+            family = None  # no operator template fits: the prompt's aten calls are the task
     try:
         return _GPU_CHOICES[task.platform](graph_plan(task, family, task_eps(task, family)))
     except Unsupported as exc:

@@ -1,5 +1,6 @@
 """Task discovery, selection and validation: broken task files get one sentence with file, field, fix."""
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,20 @@ def test_kernelbench_file_is_a_task_unchanged():
     sig = signature(task)
     assert sig.input_shapes == [[4096, 393216]]  # traced on meta: no 6 GB allocated
     assert sig.operator == "aten._softmax"
+
+
+def test_a_stateless_torch_reference_is_restated_as_the_aten_calls_it_makes():
+    """What the prompt shows beside a torch reference (harness/trace.py): valid Python of aten calls
+    for every stateless KernelBench level-1 problem, none for one holding weights."""
+    found = {p.stem: signature(resolve_one(str(p))) for p in sorted((KERNELBENCH / "level1").glob("*.py"))}
+    restated = {name: sig.aten_graph for name, sig in found.items() if sig.aten_graph}
+    assert len(restated) >= 50 and not [name for name in restated if "conv" in name]
+    for source in restated.values():
+        ast.parse(source)
+    assert "t0 = torch.ops.aten.leaky_relu.default(x0)\n" in restated["20_LeakyReLU"]
+    # max.dim returns values and indices; the problem returns the values, and the unread item goes.
+    assert "t1 = t0[0]" in restated["49_Max_reduction_over_a_dimension"]
+    assert "t0[1]" not in restated["49_Max_reduction_over_a_dimension"]
 
 
 def test_kernelbench_folder_selects_every_file():

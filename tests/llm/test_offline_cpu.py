@@ -127,3 +127,26 @@ def test_a_two_output_kernel_is_judged_on_each_output(residual_norm_task, evalua
         assert found == 1, code
         result = evaluator.evaluate(residual_norm_task, wrong)
         assert result.verdict == "incorrect" and f"output {k} differs" in result.reason, (k, result.reason)
+
+
+@pytest.mark.slow
+def test_a_torch_reference_with_constructor_constants_is_built_from_its_restated_calls(tmp_path, evaluator):
+    """A KernelBench-style reference in torch (no operator template fits it): the prompt restates it
+    as aten calls, ModelNew takes its constructor argument as the reference does, and the C++ row
+    kernel is correct by the evaluator, near zero too (ELU's expm1, softplus's log1p)."""
+    from harness.tasks import load_kernelbench_file
+
+    path = tmp_path / "activations.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
+        "class Model(nn.Module):\n    def __init__(self, alpha: float = 1.0):\n        super().__init__()\n"
+        "        self.alpha = alpha\n\n    def forward(self, x):\n"
+        "        return torch.selu(x) + F.elu(x * 1e-3, self.alpha) + F.hardsigmoid(x) + F.softplus(x * 8.0)\n\n\n"
+        "def get_inputs():\n    return [torch.randn(16, 256)]\n\n\ndef get_init_inputs():\n    return [0.7]\n"
+    )
+    task = load_kernelbench_file(path)
+    code = extract_code(reply(task))
+    assert code is not None, reply(task)
+    assert code.splitlines()[0].startswith("# approach: offline cpu_rows ")
+    result = evaluator.evaluate(task, code)
+    assert result.correct, f"{result.verdict}: {result.reason}"

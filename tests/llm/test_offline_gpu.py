@@ -12,6 +12,7 @@ from string import Template
 
 import pytest
 import torch
+import torch.nn.functional as F
 import yaml
 
 # The interpreter must be chosen before any kernel is decorated.
@@ -572,6 +573,15 @@ TRACED = {
         "[]",
         "triton_pointwise",
     ),
+    # SELU and ELU are aten.elu; near zero exp(x) - 1 cancels, so the inputs are drawn small too.
+    "selu_elu_hardsigmoid": (
+        "    def __init__(self, alpha: float = 1.0):\n        super().__init__()\n        self.alpha = alpha\n\n"
+        "    def forward(self, x):\n"
+        "        return torch.selu(x) + F.elu(x * 1e-3, self.alpha) + F.hardsigmoid(x * 4.0)\n",
+        "[torch.randn(4, 300)]",
+        "[0.7]",
+        "triton_pointwise",
+    ),
     "log_softmax": (
         "    def __init__(self, dim: int = 1):\n        super().__init__()\n        self.dim = dim\n\n"
         "    def forward(self, x):\n        return torch.log_softmax(x, dim=self.dim)\n",
@@ -619,6 +629,18 @@ def test_a_torch_reference_is_served_from_the_aten_calls_its_prompt_restates(nam
         assert not forbidden_ops(recorder.ops), forbidden_ops(recorder.ops)
         mismatch = compare(expected, got)
         assert mismatch is None, f"{mismatch.reason}\n{source}"
+
+
+def test_elu_keeps_its_relative_precision_near_zero(tmp_path):
+    """ELU below zero is alpha * (exp(x) - 1), which cancels for an input drawn x0.001 as tanh's form does."""
+    forward = "    def forward(self, x):\n        return F.elu(x, 0.7)\n"
+    path = tmp_path / "elu.py"
+    path.write_text(traced_reference(forward, "[torch.randn(8, 256)]", "[]"))
+    source = extract_code(answer(build_messages(load_kernelbench_file(path), TRITON, "new", [])[-1]["content"]))
+    candidate = load(source, "candidate_elu")
+    x = torch.cat([-torch.rand(1024) * 1e-3, torch.linspace(-4, 4, 1020), torch.tensor([0.0, -0.2499, -0.25, -30.0])])
+    x = x.reshape(8, 256)
+    torch.testing.assert_close(candidate.ModelNew()(x), F.elu(x, 0.7), rtol=2e-6, atol=1e-12)
 
 
 def test_a_reference_holding_parameters_gets_no_restatement(tmp_path):

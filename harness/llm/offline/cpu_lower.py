@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from harness.llm.offline.expressions import BATCH_NORMS, IDENTITY, NORMS, REDUCTIONS
+from harness.llm.offline.expressions import BATCH_NORMS, IDENTITY, NORMS, REDUCTIONS, elu_args
 from harness.llm.offline.graph import Graph, Node, Ref, Unsupported, reduction_args, refs_of
 
 # C++ for aten's unary ops; EXPF, ERFF, TANHF and sigmoid_f come from templates/cpu/common.cpp.
@@ -237,6 +237,16 @@ class CppLowering:
             return self.clamp(node, x(0), arg, shape)
         if op == "leaky_relu":
             return fresh("({0} > 0.0f ? {0} : {0} * {1})", x(0), number(arg(1, "negative_slope", 0.01)))
+        if op == "elu":  # SELU too: aten.elu with its alpha and scale
+            scale, (input_scale, negative) = elu_args(arg)
+            template = "({0} > 0.0f ? {0} * {1} : expm1f({0} * {2}) * {3})"
+            return fresh(template, x(0), number(scale), number(input_scale), number(negative))
+        if op == "hardsigmoid":
+            return fresh("(fminf(fmaxf({0} + 3.0f, 0.0f), 6.0f) / 6.0f)", x(0))
+        if op == "softplus":  # log1p keeps softplus of a very negative input, which log(1 + e) loses
+            beta, threshold = float(arg(1, "beta", 1.0)), float(arg(2, "threshold", 20.0))
+            template = "({0} * {1} > {2} ? {0} : log1pf(EXPF({0} * {1})) / {1})"
+            return fresh(template, x(0), number(beta), number(threshold))
         if op in _MATMULS:
             return self.matmul(node, shape)
         if op in REDUCTIONS:

@@ -1,7 +1,7 @@
 """Triton expressions for aten's pointwise ops, and the sets of ops the lowering knows by kind.
 
 Each function takes the operands' Triton source and returns the expression's; the fused kernel's
-template defines `_tanh` and `_round_bf16`, which the expressions may call.
+template defines `_tanh`, `_expm1` and `_round_bf16`, which the expressions may call.
 """
 
 from __future__ import annotations
@@ -41,6 +41,15 @@ UNARY = {
     "silu": lambda a: f"({a} * tl.sigmoid({a}))",
     "logical_not": lambda a: f"({a} == 0)",
 }
+
+
+def elu_args(arg) -> tuple[float, tuple[float, float]]:
+    """aten.elu's scale of a positive input, and (input_scale, alpha * scale) of a negative one:
+    elu(x) = scale * x above zero, alpha * scale * (exp(input_scale * x) - 1) below."""
+    alpha, scale, input_scale = (
+        float(arg(i, name, 1.0)) for i, name in ((1, "alpha"), (2, "scale"), (3, "input_scale"))
+    )
+    return scale, (input_scale, alpha * scale)
 
 
 def gelu(a: str, approximate: str = "none") -> str:

@@ -56,6 +56,13 @@ def test_a_provider_run_records_comparable_tags_step_metrics_benchmarks_and_prog
             LOOPBACK_KEY=SECRET,
         )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert len(server.requests) == 4  # 2 tasks x 2 rounds, each prompt about its task
+    assert {
+        t
+        for t in ("rmsnorm_qwen", "silu_and_mul_qwen")
+        for r in server.requests
+        if t in r["body"]["messages"][1]["content"]
+    } == {"rmsnorm_qwen", "silu_and_mul_qwen"}
     # A line per candidate in a non-TTY log, naming task, round, verdict, best and dollars.
     for task in ("rmsnorm_qwen", "silu_and_mul_qwen"):
         assert f"{task}: round 2/2, last correct" in done.stdout, done.stdout[-3000:]
@@ -87,6 +94,13 @@ def test_a_provider_run_records_comparable_tags_step_metrics_benchmarks_and_prog
         assert 0 < cost[0].value < cost[1].value
         everything = json.dumps([child.data.tags, child.data.params, parent.data.tags, parent.data.params])
         assert SECRET not in everything
+    # mlflow.litellm.autolog traced each provider call into the run's experiment.
+    assert len(client.search_traces(locations=[parent.info.experiment_id])) == 4
+    board = subprocess.run(
+        [sys.executable, "-m", "forgebench.cli", "leaderboard", "--per-task"], cwd=tmp_path, env=user_env(),
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert board.returncode == 0 and "silu_and_mul_qwen" in board.stdout, board.stdout + board.stderr
 
     compared = subprocess.run(
         [str(Path(sys.executable).with_name("pytest-benchmark")), "compare", str(tmp_path / "b.json")],
@@ -101,21 +115,26 @@ def test_a_provider_run_records_comparable_tags_step_metrics_benchmarks_and_prog
 
 
 @pytest.mark.slow
-def test_a_run_killed_and_resumed_is_one_finished_run_with_the_right_totals(tmp_path):
+def test_a_run_killed_and_resumed_is_one_finished_run_with_every_tree_and_the_right_totals(tmp_path):
+    """kill -9 in the first task's third round, then the same command: the same MLflow run finished,
+    each tree whole (the rounds before the kill kept as they were, none asked again), totals right."""
     run_dir = tmp_path / "run"
-    command = suite_command("--override", TASKS, "--rounds=2", "--override", f"run_dir={run_dir}")
+    command = suite_command("--agent=mcts", "--override", TASKS, "--rounds=3", "--override", f"run_dir={run_dir}")
     tmp_path.chmod(0o711)
     first = subprocess.Popen(
         command, cwd=tmp_path, env=user_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,
     )  # fmt: skip
-    second_task = run_dir / "tasks" / "silu_and_mul_qwen" / "tree.jsonl"
+    tree = run_dir / "tasks" / "rmsnorm_qwen" / "tree.jsonl"
+    lines = lambda: tree.read_text().splitlines() if tree.is_file() else []
     deadline = time.monotonic() + 600
-    while not second_task.is_file() and first.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
+    while len(lines()) < 2 and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert first.poll() is None, "the run ended before it could be killed mid-way"
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
+    survivors = [json.loads(line) for line in lines()]
+    assert 2 <= len(survivors) < 3
     (killed,) = _runs(tmp_path / "mlflow.db", "suite")
     assert killed.info.status == "RUNNING"  # what a kill -9 leaves
 
@@ -125,7 +144,18 @@ def test_a_run_killed_and_resumed_is_one_finished_run_with_the_right_totals(tmp_
     assert parent.info.run_id == killed.info.run_id and parent.info.status == "FINISHED"
     children = _runs(tmp_path / "mlflow.db", "task")
     assert sorted(r.data.tags["task"] for r in children) == ["rmsnorm_qwen", "silu_and_mul_qwen"]
-    assert _total(tmp_path / "mlflow.db", parent, "llm_calls") == 4
+    assert _total(tmp_path / "mlflow.db", parent, "llm_calls") == 6
+    nodes = [json.loads(line) for line in lines()]
+    assert [n["id"] for n in nodes] == [0, 1, 2] and nodes[: len(survivors)] == survivors  # none lost or redone
+    assert len({n["prompt_id"] for n in nodes}) == 3
+    (rmsnorm,) = [c for c in children if c.data.tags["task"] == "rmsnorm_qwen"]
+    spent = sum(n["wall_s"] for n in survivors)  # the rounds before the kill count
+    assert rmsnorm.data.metrics["wall_s"] >= spent, (rmsnorm.data.metrics["wall_s"], spent)
+    board = subprocess.run(
+        [sys.executable, "-m", "forgebench.cli", "leaderboard"], cwd=tmp_path, env=user_env(), capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert board.returncode == 0 and "unfinished" not in board.stdout, board.stdout + board.stderr
 
 
 @pytest.mark.slow

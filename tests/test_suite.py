@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from harness.record import mlflow_client
-from tests.loopback_llm import LoopbackLLM
 
 REPO = Path(__file__).resolve().parents[1]
 RMSNORM_KERNEL = REPO / "tests" / "candidates" / "rmsnorm_cpp.py"
@@ -76,36 +75,6 @@ def test_mcts_offline_run_prints_a_leaderboard_that_mlflow_reproduces(tmp_path):
     assert task_run.data.tags["best_baseline"] in ("eager", "compile", "compile_max_autotune")
 
 
-@pytest.mark.slow
-def test_suite_through_a_real_http_provider(tmp_path):
-    answer = "```python\n" + RMSNORM_KERNEL.read_text() + "```\n"
-    with LoopbackLLM(lambda messages: answer) as server:
-        done = suite(
-            tmp_path,
-            "--agent=oneshot",
-            "--model=openai/loopback-coder",
-            "--tasks=rmsnorm_qwen",
-            "--override",
-            f"model.api_base={server.api_base}",
-            "--override",
-            "model.api_key_env=LOOPBACK_KEY",
-            "--override",
-            "model.input_cost_per_token=0.000001",
-            LOOPBACK_KEY="loopback-secret",
-        )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert len(server.requests) == 1
-    assert "rmsnorm_qwen" in server.requests[0]["body"]["messages"][1]["content"]
-    board = forgebench(tmp_path, "leaderboard", "--per-task")
-    assert "rmsnorm_qwen" in board.stdout
-    from harness.record import mlflow_client
-
-    client = mlflow_client(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    experiment = client.get_experiment_by_name("forgebench")
-    traces = client.search_traces(locations=[experiment.experiment_id])
-    assert len(traces) == 1  # mlflow.litellm.autolog traced the provider call
-
-
 def test_unknown_agent_lists_the_agents(tmp_path):
     done = suite(tmp_path, "--agent=nosuch")
     assert done.returncode != 0
@@ -133,46 +102,6 @@ def test_a_task_without_a_correct_kernel_fails_with_the_reason(tmp_path):
     experiment = client.get_experiment_by_name("forgebench").experiment_id
     (run,) = client.search_runs([experiment], "tags.`forgebench.kind` = 'suite'")
     assert run.data.tags["task_set"].startswith(f"{loss.name}@") and run.data.tags["suite"] == str(loss)
-
-
-@pytest.mark.slow
-def test_kill_9_then_the_same_command_resumes_every_tree(tmp_path):
-    import json
-    import signal
-    import time
-
-    tmp_path.chmod(0o711)
-    options = ["--agent=mcts", "--tasks=rmsnorm_qwen", "--rounds=4", "--override", "run_dir=resumable"]
-    victim = subprocess.Popen(
-        suite_command(*options),
-        cwd=tmp_path,
-        env=user_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    tree = tmp_path / "resumable" / "tasks" / "rmsnorm_qwen" / "tree.jsonl"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and (not tree.is_file() or len(tree.read_text().splitlines()) < 2):
-        time.sleep(0.2)
-    os.killpg(victim.pid, signal.SIGKILL)
-    victim.wait()
-    survivors = [json.loads(line) for line in tree.read_text().splitlines()]
-    assert 2 <= len(survivors) < 4
-    done = suite(tmp_path, *options)
-    assert done.returncode == 0, done.stdout + done.stderr
-    from harness.record import mlflow_client
-
-    client = mlflow_client(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    experiment = client.get_experiment_by_name("forgebench").experiment_id
-    (task_run,) = client.search_runs([experiment], "tags.`forgebench.kind` = 'task'")
-    spent = sum(n["wall_s"] for n in survivors)  # the rounds before the kill count
-    assert task_run.data.metrics["wall_s"] >= spent, (task_run.data.metrics["wall_s"], spent)
-    assert "unfinished" not in forgebench(tmp_path, "leaderboard").stdout
-    nodes = [json.loads(line) for line in tree.read_text().splitlines()]
-    assert [n["id"] for n in nodes] == [0, 1, 2, 3]  # none lost, none duplicated
-    assert nodes[: len(survivors)] == survivors
-    assert len({n["prompt_id"] for n in nodes}) == 4
 
 
 @pytest.mark.slow

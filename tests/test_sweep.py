@@ -14,7 +14,7 @@ def forgebench_run(cwd, *args):
 
 
 @pytest.mark.slow
-def test_a_joblib_sweep_of_two_agents_by_two_labels_records_four_suite_runs_in_one_store(tmp_path):
+def test_a_joblib_sweep_of_two_agents_by_two_labels_records_four_suite_runs_in_one_store_and_four_logs(tmp_path):
     done = forgebench_run(
         tmp_path, "-m", "agent=oneshot,refine", "model.label=alpha,beta", "tasks=rmsnorm_qwen", "budget.rounds=1",
         "evaluate.budget_ms=50", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
@@ -30,20 +30,15 @@ def test_a_joblib_sweep_of_two_agents_by_two_labels_records_four_suite_runs_in_o
     correct = {c.data.tags["mlflow.parentRunId"]: c.data.metrics["correct"] for c in children}
     assert sorted(correct) == sorted(p.info.run_id for p in parents) and set(correct.values()) == {1.0}
     assert len(list(tmp_path.glob("runs/sweeps/*/[0-3]/.hydra/overrides.yaml"))) == 4
+    # Each job's log holds its suite's output, which was also shown as it came.
+    logs = sorted(tmp_path.glob("runs/sweeps/*/[0-3]/sweep.log"))
+    assert len(logs) == 4
+    for log in logs:
+        kept = log.read_text()
+        assert "rmsnorm_qwen: round 1/1, last correct" in kept and "1 passed" in kept, kept[-3000:]
+    assert done.stdout.count("1 passed") == 4, done.stdout[-3000:]
     board = run([sys.executable, "-m", "forgebench.cli", "leaderboard"], tmp_path)
     assert len([line for line in board.stdout.splitlines() if line.startswith(("| oneshot", "| refine"))]) == 4
-
-
-@pytest.mark.slow
-def test_each_sweep_jobs_log_holds_the_suites_output(tmp_path):
-    done = forgebench_run(
-        tmp_path, "-m", "agent=oneshot", "tasks=rmsnorm_qwen", "budget.rounds=1", "evaluate.budget_ms=50"
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (log,) = tmp_path.glob("runs/sweeps/*/0/sweep.log")
-    kept = log.read_text()
-    assert "rmsnorm_qwen: round 1/1, last correct" in kept and "1 passed" in kept, kept[-3000:]
-    assert "1 passed" in done.stdout  # and shown as it came
 
 
 def test_a_sweep_job_with_a_bad_value_stops_with_the_suites_sentence(tmp_path):

@@ -116,7 +116,6 @@ def chat_key(messages: list[dict[str, str]]) -> str:
     return json.dumps(messages, sort_keys=True)
 
 
-@pytest.mark.slow
 def rebuilt(agent, ctx, node):
     """The chat `node`'s model call was sent, rebuilt from the tree alone."""
     view = ctx.tree.nodes[: node.extra["seen"]]

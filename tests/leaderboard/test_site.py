@@ -76,7 +76,7 @@ def runs(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("site-runs")
     cache = tmp_path_factory.mktemp("site-build-cache")  # both runs build each C++ source once
     with LoopbackLLM(_good_answers()) as good, LoopbackLLM(_bad_answers()) as bad:
-        for server, label, price, rounds in ((good, GOOD, "0.000001", 3), (bad, BAD, "0.000004", 2)):
+        for server, label, price, rounds in ((good, GOOD, "0.000001", 2), (bad, BAD, "0.000004", 2)):
             done = suite(
                 folder,
                 "--agent=mcts",

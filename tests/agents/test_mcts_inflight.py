@@ -3,6 +3,7 @@ virtual loss, resume after an interrupted in-flight run, prompts within their to
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -20,7 +21,7 @@ from harness.agents.tree import Node, SearchTree
 from harness.budget import Budget
 from harness.config import compose, instantiate
 from harness.errors import ForgeBenchError
-from harness.evaluate import EvalResult, Evaluator
+from harness.evaluate import EvalResult
 from harness.llm.base import Completion
 from harness.llm.offline import OfflineModel
 from harness.prompts import estimate_tokens
@@ -78,7 +79,7 @@ class ServerAnswers:
 class Interrupting:
     """The evaluator, raising on its `at`-th evaluation: a search stopped with calls in flight."""
 
-    def __init__(self, evaluator: Evaluator, at: int):
+    def __init__(self, evaluator: SchedulingEvaluator, at: int):
         self._evaluator, self.platform, self.at, self.calls = evaluator, evaluator.platform, at, 0
 
     def evaluate(self, *args, **kwargs):
@@ -89,9 +90,30 @@ class Interrupting:
         return self._evaluator.evaluate(*args, **kwargs)
 
 
+class SchedulingEvaluator:
+    """Stands in for the evaluator where the subject is the search's scheduling (slots, budgets,
+    overlap, the journal), not a kernel's verdict: each evaluation takes `seconds` in the agent's
+    thread, as a real one would while other calls are in flight, and reads a compiling kernel as
+    correct at a speedup drawn from its source. Real evaluations of the same search are in the kill -9
+    test below and tests/agents/test_agents.py; kernels are judged in tests/evaluate/."""
+
+    def __init__(self, seconds: float = 0.3):
+        self.platform = instantiate(compose(platform="cpu").platform, "platform")
+        self.seconds = seconds
+
+    def evaluate(self, task, source: str, **_) -> EvalResult:
+        time.sleep(self.seconds)
+        try:
+            compile(source, "candidate.py", "exec")
+        except SyntaxError as exc:
+            return EvalResult(task.id, self.platform.name, "compile_error", reason=str(exc))
+        speedup = 0.5 + int(hashlib.sha256(source.encode()).hexdigest()[:4], 16) / 0xFFFF * 2
+        return EvalResult(task.id, self.platform.name, "correct", time_ms=1.0 / speedup, speedup_vs_eager=speedup)
+
+
 @pytest.fixture(scope="module")
-def evaluator(make_evaluator) -> Evaluator:
-    return make_evaluator(check_seeds=[1], timing_seeds=[101], budget_ms=10, warmup_ms=1)
+def evaluator() -> SchedulingEvaluator:
+    return SchedulingEvaluator()
 
 
 def mcts(**settings) -> MCTS:
@@ -123,7 +145,6 @@ def rebuilt(agent, ctx, node):
     return agent.messages(ctx, view, parent, node.action, node.extra.get("sibling", 0))
 
 
-@pytest.mark.slow
 def test_calls_overlap_through_a_real_http_provider_and_rounds_are_kept(evaluator, tmp_path, monkeypatch):
     monkeypatch.setenv("LOOPBACK_KEY", "loopback-secret")
     answers = ServerAnswers(delay_s=0.5)
@@ -151,7 +172,6 @@ def test_calls_overlap_through_a_real_http_provider_and_rounds_are_kept(evaluato
     assert sum(n.wall_s for n in nodes) <= elapsed
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("rounds", [1, 2, 5])
 def test_rounds_are_kept_exactly_with_more_slots_than_rounds_left(evaluator, tmp_path, rounds):
     model = CountingModel()
@@ -160,7 +180,6 @@ def test_rounds_are_kept_exactly_with_more_slots_than_rounds_left(evaluator, tmp
     assert outcome.stop_reason == "rounds" and len(outcome.tree) == len(lines) == len(model.chats) == rounds
 
 
-@pytest.mark.slow
 def test_resume_after_an_interrupted_in_flight_run_asks_nothing_twice(evaluator, tmp_path):
     model = CountingModel()
     with pytest.raises(KeyboardInterrupt):

@@ -589,6 +589,16 @@ TRACED = {
         "[1]",
         "triton_rows",
     ),
+    # Prefix scans along the rows, one of them over a masked input (KernelBench's masked cumsum);
+    # rows of 300 span several scan steps and end inside a power-of-two tile.
+    "masked_cumsum_cumprod": (
+        "    def __init__(self, dim: int = 1):\n        super().__init__()\n        self.dim = dim\n\n"
+        "    def forward(self, x, mask):\n"
+        "        return torch.cumsum(x * mask, dim=self.dim) + torch.cumprod(1.0 + x * 1e-3, dim=self.dim)\n",
+        "[torch.randn(6, 300), torch.randint(0, 2, (6, 300)).bool()]",
+        "[1]",
+        "triton_rows",
+    ),
     "matmul_transposed_a": (
         "    def forward(self, A, B):\n        return torch.matmul(A.T, B)\n",
         "[torch.randn(40, 24), torch.randn(40, 36)]",

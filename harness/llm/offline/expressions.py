@@ -13,6 +13,8 @@ import torch
 TL_DTYPES = {torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16"}
 REDUCTIONS = {"sum", "mean", "amax", "amin", "var", "logsumexp"}
 NORMS = {"_softmax", "_log_softmax", "softmax", "log_softmax", "native_layer_norm", "rms_norm", "_fused_rms_norm"}
+# Prefix scans along the last dimension: a row kernel holds the whole row, so one tl.cumsum serves.
+SCANS = {"cumsum": ("tl.cumsum", "0.0"), "cumprod": ("tl.cumprod", "1.0")}
 BATCH_NORMS = {"native_batch_norm", "_native_batch_norm_legit_no_training", "cudnn_batch_norm"}
 IDENTITY = {"clone", "alias", "detach", "lift_fresh_copy", "contiguous", "_to_copy", "to", "_copy_from"}
 COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}

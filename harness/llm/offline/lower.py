@@ -21,6 +21,7 @@ from harness.llm.offline.expressions import (
     IDENTITY,
     NORMS,
     REDUCTIONS,
+    SCANS,
     TL_DTYPES,
     UNARY,
     elu_args,
@@ -232,7 +233,19 @@ class Lowering:
             return self.lower_norm(node, dtype)
         if op in BATCH_NORMS:
             return self.lower_batch_norm(node, dtype)
+        if op in SCANS:
+            return self.lower_scan(node, dtype)
         raise Unsupported(f"{node.aten} is neither pointwise nor a last-dimension reduction")
+
+    def lower_scan(self, node: Node, dtype) -> Val:
+        self.check_last_dim(node, node.args[1], True)
+        a = self.operand(node.args[0])
+        if a.per_row:  # a scan along a dimension of size one is its input
+            return self.fresh(a.var, True, dtype)
+        # Columns past the row's end hold the identity: they come after every real column, so no
+        # real prefix reads them, and the tree the scan adds in is more exact than eager's sequence.
+        scan, identity = SCANS[node.op]
+        return self.fresh(f"{scan}(tl.where(mask, {a.var}, {identity}), axis=1)", False, dtype)
 
     def lower_reduction(self, node: Node, dtype) -> Val:
         dims, keepdim, correction = reduction_args(node)
@@ -314,10 +327,11 @@ def lower(graph: Graph) -> Body:
             raise Unsupported("forward returns a view of an input; my kernels write new tensors")
         if ref.index not in (None, 0):
             raise Unsupported(f"forward returns output {ref.index} of {node.aten}; my kernels compute only its first")
-    reduces = any(n.op in REDUCTIONS | NORMS for n in kernel)
+    rowwise = REDUCTIONS | NORMS | SCANS.keys()
+    reduces = any(n.op in rowwise for n in kernel)
     shapes = [_shape_of(graph.value(ref)) for ref in graph.outputs]
     # A row kernel spans the rows its reductions read, which a per-row output alone does not show.
-    spans = shapes + [list(graph.value(r).shape) for n in kernel for r in refs_of(n) if n.op in REDUCTIONS | NORMS]
+    spans = shapes + [list(graph.value(r).shape) for n in kernel for r in refs_of(n) if n.op in rowwise]
     full = max(spans if reduces else shapes, key=lambda s: math.prod(s) if s else 1)
     if reduces and full and full[-1] > 32768:
         raise Unsupported(f"rows of {full[-1]} elements do not fit in registers; my row kernels stop at 32768")

@@ -37,6 +37,7 @@ UNARY = {
     "sigmoid": "sigmoid_f({0})",
     "tanh": "TANHF({0})",
     "relu": "fmaxf({0}, 0.0f)",
+    "hardsigmoid": "(fminf(fmaxf({0} + 3.0f, 0.0f), 6.0f) / 6.0f)",
     "silu": "({0} * sigmoid_f({0}))",
 }
 # Views of a computed value that keep its elements in row order.
@@ -238,11 +239,9 @@ class CppLowering:
         if op == "leaky_relu":
             return fresh("({0} > 0.0f ? {0} : {0} * {1})", x(0), number(arg(1, "negative_slope", 0.01)))
         if op == "elu":  # SELU too: aten.elu with its alpha and scale
-            scale, (input_scale, negative) = elu_args(arg)
+            scale, input_scale, negative = elu_args(arg)
             template = "({0} > 0.0f ? {0} * {1} : expm1f({0} * {2}) * {3})"
             return fresh(template, x(0), number(scale), number(input_scale), number(negative))
-        if op == "hardsigmoid":
-            return fresh("(fminf(fmaxf({0} + 3.0f, 0.0f), 6.0f) / 6.0f)", x(0))
         if op == "softplus":  # log1p keeps softplus of a very negative input, which log(1 + e) loses
             beta, threshold = float(arg(1, "beta", 1.0)), float(arg(2, "threshold", 20.0))
             template = "({0} * {1} > {2} ? {0} : log1pf(EXPF({0} * {1})) / {1})"

@@ -40,18 +40,19 @@ UNARY = {
     "sigmoid": lambda a: f"tl.sigmoid({a})",
     "tanh": _tanh,
     "relu": lambda a: f"tl.maximum({a}, 0.0)",
+    "hardsigmoid": lambda a: f"(tl.minimum(tl.maximum({a} + 3.0, 0.0), 6.0) / 6.0)",
     "silu": lambda a: f"({a} * tl.sigmoid({a}))",
     "logical_not": lambda a: f"({a} == 0)",
 }
 
 
-def elu_args(arg) -> tuple[float, tuple[float, float]]:
-    """aten.elu's scale of a positive input, and (input_scale, alpha * scale) of a negative one:
-    elu(x) = scale * x above zero, alpha * scale * (exp(input_scale * x) - 1) below."""
+def elu_args(arg) -> tuple[float, float, float]:
+    """aten.elu's (scale, input_scale, alpha * scale): elu(x) = scale * x above zero,
+    alpha * scale * (exp(input_scale * x) - 1) below."""
     alpha, scale, input_scale = (
         float(arg(i, name, 1.0)) for i, name in ((1, "alpha"), (2, "scale"), (3, "input_scale"))
     )
-    return scale, (input_scale, alpha * scale)
+    return scale, input_scale, alpha * scale
 
 
 def gelu(a: str, approximate: str = "none") -> str:

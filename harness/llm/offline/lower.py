@@ -216,13 +216,11 @@ class Lowering:
         if op == "leaky_relu":
             return fresh(f"tl.where({x(0)} > 0, {x(0)}, {x(0)} * {number(arg(1, 'negative_slope', 0.01))})")
         if op == "elu":  # SELU too: aten.elu with its alpha and scale
-            scale, negative = elu_args(arg)
+            scale, input_scale, negative = elu_args(arg)
             a = x(0)
             return fresh(
-                f"tl.where({a} > 0, {a} * {number(scale)}, _expm1({a} * {number(negative[0])}) * {number(negative[1])})"
+                f"tl.where({a} > 0, {a} * {number(scale)}, _expm1({a} * {number(input_scale)}) * {number(negative)})"
             )
-        if op == "hardsigmoid":
-            return fresh(f"(tl.minimum(tl.maximum({x(0)} + 3.0, 0.0), 6.0) / 6.0)")
         if op == "where":
             return fresh(f"tl.where({x(0)}, {x(1)}, {x(2)})")
         if op == "masked_fill":

@@ -35,6 +35,9 @@ TASK_FIELDS: dict[str, type | tuple[type, ...]] = {
 }
 REQUIRED_FIELDS = ("id", "operator")
 FORMAT_DOC = "tasks/README.md"
+# libyaml's parser where PyYAML was built with it: every suite start, CLI command and test module that
+# names a task surveys all ~360 task files, 0.8 s in the pure-Python parser against 0.1 s in libyaml.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _TYPE_NAMES = {str: "string", list: "list", dict: "mapping", int: "whole number", float: "number", bool: "boolean"}
 
 
@@ -186,7 +189,7 @@ def load_task_dir(folder: Path) -> Task:
             f"{folder}: has task.yaml but no reference.py; add the KernelBench-format reference ({FORMAT_DOC})."
         )
     try:
-        data = yaml.safe_load(yaml_path.read_text())
+        data = yaml.load(yaml_path.read_text(), Loader=_YAML_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""

@@ -15,7 +15,7 @@ import torch
 from harness.config import compose
 from harness.errors import ForgeBenchError
 from harness.tasks import TASKS_ROOT, BrokenTask, select, survey
-from tests.test_suite import RMSNORM_KERNEL, forgebench, suite, suite_command
+from tests.test_suite import RMSNORM_KERNEL, RMSNORM_SMALL, forgebench, suite, suite_command
 
 REPO = Path(__file__).resolve().parents[1]
 # What a run would leave behind in its working folder: the embedded store, its artifacts, run folders.
@@ -157,7 +157,7 @@ def test_a_selection_without_the_broken_task_collects_its_tasks(tmp_path, broken
 
 @pytest.mark.slow
 def test_a_selection_with_the_broken_task_shows_it_as_one_error_and_runs_the_rest(tmp_path, broken_task):
-    done = suite(tmp_path, "--override", f"tasks=[{broken_task.parent.name},rmsnorm_qwen]", "--rounds=1")
+    done = suite(tmp_path, "--override", f"tasks=[{broken_task.parent.name},{RMSNORM_SMALL}]", "--rounds=1")
     assert done.returncode == 1, done.stdout[-3000:]
     assert "1 passed, 1 error" in done.stdout, done.stdout[-3000:]
     assert "ERROR at setup of test_kernel[badtask]" in done.stdout
@@ -194,7 +194,7 @@ def test_a_run_folder_closed_to_nobody_moves_the_workers_folders_and_still_evalu
     private.chmod(0o700)  # a root user's home: nobody cannot pass through
     evaluator = make_evaluator(root=private)
     assert not evaluator.work_dir.is_relative_to(private) and not evaluator.cache_dir.is_relative_to(private)
-    result = evaluator.evaluate(select("rmsnorm_qwen")[0], RMSNORM_KERNEL.read_text())
+    result = evaluator.evaluate(select(str(RMSNORM_SMALL))[0], RMSNORM_KERNEL.read_text())
     assert result.verdict == "correct", result.reason
     assert not (private / "work").exists()
 

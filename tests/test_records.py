@@ -15,9 +15,9 @@ import pytest
 from harness.llm.offline import OfflineModel
 from harness.record import mlflow_client
 from tests.loopback_llm import LoopbackLLM
-from tests.test_suite import suite, suite_command, user_env
+from tests.test_suite import RMSNORM_SMALL, SILU_SMALL, SMALL_PAIR, suite, suite_command, user_env
 
-TASKS = "tasks=[rmsnorm_qwen,silu_and_mul_qwen]"
+TASKS = f"tasks={SMALL_PAIR}"
 SECRET = "loopback-secret-not-for-records"
 
 
@@ -59,12 +59,12 @@ def test_a_provider_run_records_comparable_tags_step_metrics_benchmarks_and_prog
     assert len(server.requests) == 4  # 2 tasks x 2 rounds, each prompt about its task
     assert {
         t
-        for t in ("rmsnorm_qwen", "silu_and_mul_qwen")
+        for t in ("rmsnorm_small", "silu_and_mul_small")
         for r in server.requests
         if t in r["body"]["messages"][1]["content"]
-    } == {"rmsnorm_qwen", "silu_and_mul_qwen"}
+    } == {"rmsnorm_small", "silu_and_mul_small"}
     # A line per candidate in a non-TTY log, naming task, round, verdict, best and dollars.
-    for task in ("rmsnorm_qwen", "silu_and_mul_qwen"):
+    for task in ("rmsnorm_small", "silu_and_mul_small"):
         assert f"{task}: round 2/2, last correct" in done.stdout, done.stdout[-3000:]
     assert "$0.0" in done.stdout
 
@@ -73,8 +73,8 @@ def test_a_provider_run_records_comparable_tags_step_metrics_benchmarks_and_prog
     assert tags["model.label"] == "loopback-a" and tags["model"] == "openai/loopback-coder"
     assert tags["model.api_host"] == server.api_base.split("//")[1].split("/")[0]
     assert (
-        tags["task_set"].startswith("rmsnorm_qwen,silu_and_mul_qwen@")
-        and tags["suite"] == "rmsnorm_qwen,silu_and_mul_qwen"
+        tags["task_set"].startswith("rmsnorm_small,silu_and_mul_small@")
+        and tags["suite"] == f"{RMSNORM_SMALL},{SILU_SMALL}"  # the paths as given
     )
     assert {"env.torch", "env.triton", "env.device", "env.driver", "env.cuda", "agent_config_hash"} <= set(tags)
     assert tags["torch_ops"] == "forbid"  # the rule the run was judged by (a captured task is the op)
@@ -83,7 +83,7 @@ def test_a_provider_run_records_comparable_tags_step_metrics_benchmarks_and_prog
     assert _total(tmp_path / "mlflow.db", parent, "cost_usd") > 0
 
     children = _runs(tmp_path / "mlflow.db", "task")
-    assert sorted(r.data.tags["task"] for r in children) == ["rmsnorm_qwen", "silu_and_mul_qwen"]
+    assert sorted(r.data.tags["task"] for r in children) == ["rmsnorm_small", "silu_and_mul_small"]
     client = mlflow_client(f"sqlite:///{tmp_path / 'mlflow.db'}")
     for child in children:
         assert len(child.data.tags["task_hash"]) == 12 and child.data.tags["model.label"] == "loopback-a"
@@ -100,15 +100,15 @@ def test_a_provider_run_records_comparable_tags_step_metrics_benchmarks_and_prog
         [sys.executable, "-m", "forgebench.cli", "leaderboard", "--per-task"], cwd=tmp_path, env=user_env(),
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert board.returncode == 0 and "silu_and_mul_qwen" in board.stdout, board.stdout + board.stderr
+    assert board.returncode == 0 and "silu_and_mul_small" in board.stdout, board.stdout + board.stderr
 
     compared = subprocess.run(
         [str(Path(sys.executable).with_name("pytest-benchmark")), "compare", str(tmp_path / "b.json")],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert compared.returncode == 0 and "test_kernel[silu_and_mul_qwen]" in compared.stdout, compared.stderr
+    assert compared.returncode == 0 and "test_kernel[silu_and_mul_small]" in compared.stdout, compared.stderr
     benchmarks = json.loads((tmp_path / "b.json").read_text())["benchmarks"]
-    assert sorted(b["name"] for b in benchmarks) == ["test_kernel[rmsnorm_qwen]", "test_kernel[silu_and_mul_qwen]"]
+    assert sorted(b["name"] for b in benchmarks) == ["test_kernel[rmsnorm_small]", "test_kernel[silu_and_mul_small]"]
     for entry in benchmarks:
         assert entry["stats"]["rounds"] == 21 and entry["stats"]["min"] <= entry["stats"]["median"]
         assert entry["extra_info"]["speedup_vs_eager"] > 0 and entry["extra_info"]["rounds"] == 2
@@ -125,7 +125,7 @@ def test_a_run_killed_and_resumed_is_one_finished_run_with_every_tree_and_the_ri
         command, cwd=tmp_path, env=user_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,
     )  # fmt: skip
-    tree = run_dir / "tasks" / "rmsnorm_qwen" / "tree.jsonl"
+    tree = run_dir / "tasks" / "rmsnorm_small" / "tree.jsonl"
     lines = lambda: tree.read_text().splitlines() if tree.is_file() else []
     deadline = time.monotonic() + 600
     while len(lines()) < 2 and first.poll() is None and time.monotonic() < deadline:
@@ -143,12 +143,12 @@ def test_a_run_killed_and_resumed_is_one_finished_run_with_every_tree_and_the_ri
     (parent,) = _runs(tmp_path / "mlflow.db", "suite")
     assert parent.info.run_id == killed.info.run_id and parent.info.status == "FINISHED"
     children = _runs(tmp_path / "mlflow.db", "task")
-    assert sorted(r.data.tags["task"] for r in children) == ["rmsnorm_qwen", "silu_and_mul_qwen"]
+    assert sorted(r.data.tags["task"] for r in children) == ["rmsnorm_small", "silu_and_mul_small"]
     assert _total(tmp_path / "mlflow.db", parent, "llm_calls") == 6
     nodes = [json.loads(line) for line in lines()]
     assert [n["id"] for n in nodes] == [0, 1, 2] and nodes[: len(survivors)] == survivors  # none lost or redone
     assert len({n["prompt_id"] for n in nodes}) == 3
-    (rmsnorm,) = [c for c in children if c.data.tags["task"] == "rmsnorm_qwen"]
+    (rmsnorm,) = [c for c in children if c.data.tags["task"] == "rmsnorm_small"]
     spent = sum(n["wall_s"] for n in survivors)  # the rounds before the kill count
     assert rmsnorm.data.metrics["wall_s"] >= spent, (rmsnorm.data.metrics["wall_s"], spent)
     board = subprocess.run(
@@ -166,13 +166,13 @@ def test_a_run_over_xdist_workers_is_one_suite_run_with_a_line_per_task_and_no_b
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "2 passed" in done.stdout and "Benchmark fixture was not used" not in done.stdout
     # The controller writes each finished task's line (the workers' terminals are not shown).
-    for task in ("rmsnorm_qwen", "silu_and_mul_qwen"):
+    for task in ("rmsnorm_small", "silu_and_mul_small"):
         assert re.search(rf"\[gw[01]\] {task}: round 1/1, last correct .*: passed$", done.stdout, re.M), done.stdout
     assert "disabled because xdist" not in done.stdout + done.stderr
     (parent,) = _runs(tmp_path / "mlflow.db", "suite")
     assert parent.info.status == "FINISHED"
     children = _runs(tmp_path / "mlflow.db", "task")
-    assert sorted(r.data.tags["task"] for r in children) == ["rmsnorm_qwen", "silu_and_mul_qwen"]
+    assert sorted(r.data.tags["task"] for r in children) == ["rmsnorm_small", "silu_and_mul_small"]
     assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parent.info.run_id}
 
 

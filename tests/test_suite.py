@@ -11,6 +11,11 @@ from harness.record import mlflow_client
 
 REPO = Path(__file__).resolve().parents[1]
 RMSNORM_KERNEL = REPO / "tests" / "candidates" / "rmsnorm_cpp.py"
+# rmsnorm_small and silu_and_mul_small: the tests that run whole suites for what a run records, resumes
+# or shows take these, a few hundred kB each (tests/tasks/README.md); the evaluator's tests take real tasks.
+SMALL_TASKS = REPO / "tests" / "tasks"
+RMSNORM_SMALL, SILU_SMALL = SMALL_TASKS / "rmsnorm_small", SMALL_TASKS / "silu_and_mul_small"
+SMALL_PAIR = f"[{RMSNORM_SMALL},{SILU_SMALL}]"  # both, as --tasks= and the tasks= override take a list
 
 
 def user_env(**env: str) -> dict[str, str]:
@@ -50,12 +55,12 @@ def forgebench(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_mcts_offline_run_prints_a_leaderboard_that_mlflow_reproduces(tmp_path):
-    done = suite(tmp_path, "--agent=mcts", "--tasks=rmsnorm_qwen", "--rounds=3")
+    done = suite(tmp_path, "--agent=mcts", f"--tasks={RMSNORM_SMALL}", "--rounds=3")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
     assert "ForgeBench leaderboard (this run)" in done.stdout
     assert (tmp_path / "mlflow.db").is_file()
-    trees = list(tmp_path.glob("runs/*/*/tasks/rmsnorm_qwen/tree.jsonl"))
+    trees = list(tmp_path.glob("runs/*/*/tasks/rmsnorm_small/tree.jsonl"))
     assert len(trees) == 1 and len(trees[0].read_text().splitlines()) == 3
 
     summary_row = next(line for line in done.stdout.splitlines() if line.startswith("| mcts"))
@@ -67,7 +72,7 @@ def test_mcts_offline_run_prints_a_leaderboard_that_mlflow_reproduces(tmp_path):
 
     client = mlflow_client(f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("forgebench")
-    (task_run,) = client.search_runs([experiment.experiment_id], "tags.task = 'rmsnorm_qwen'")
+    (task_run,) = client.search_runs([experiment.experiment_id], "tags.task = 'rmsnorm_small'")
     metrics = task_run.data.metrics
     assert metrics["time_ms"] > 0 and metrics["eager_ms"] > 0
     assert metrics["host_ms"] > 0 and metrics["eager_host_ms"] > 0  # a reader can tell host-bound times
@@ -114,7 +119,7 @@ def test_an_unreachable_provider_is_one_sentence_a_call_and_stops_the_run(tmp_pa
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     done = suite(
-        tmp_path, "--model=openai/gpt-4o", "--agent=refine", "--rounds=2", "--tasks=[rmsnorm_qwen,softmax_rows]",
+        tmp_path, "--model=openai/gpt-4o", "--agent=refine", "--rounds=2", f"--tasks={SMALL_TASKS}",
         "--override", f"model.api_base=http://127.0.0.1:{port}/v1", "--override", "model.num_retries=0",
         OPENAI_API_KEY="sk-not-a-real-key",
     )  # fmt: skip

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from harness.record import mlflow_client
-from tests.test_suite import run
+from tests.test_suite import RMSNORM_SMALL, run
 
 
 def forgebench_run(cwd, *args):
@@ -16,7 +16,7 @@ def forgebench_run(cwd, *args):
 @pytest.mark.slow
 def test_a_joblib_sweep_of_two_agents_by_two_labels_records_four_suite_runs_in_one_store_and_four_logs(tmp_path):
     done = forgebench_run(
-        tmp_path, "-m", "agent=oneshot,refine", "model.label=alpha,beta", "tasks=rmsnorm_qwen", "budget.rounds=1",
+        tmp_path, "-m", "agent=oneshot,refine", "model.label=alpha,beta", f"tasks={RMSNORM_SMALL}", "budget.rounds=1",
         "evaluate.budget_ms=50", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -35,7 +35,7 @@ def test_a_joblib_sweep_of_two_agents_by_two_labels_records_four_suite_runs_in_o
     assert len(logs) == 4
     for log in logs:
         kept = log.read_text()
-        assert "rmsnorm_qwen: round 1/1, last correct" in kept and "1 passed" in kept, kept[-3000:]
+        assert "rmsnorm_small: round 1/1, last correct" in kept and "1 passed" in kept, kept[-3000:]
     assert done.stdout.count("1 passed") == 4, done.stdout[-3000:]
     board = run([sys.executable, "-m", "forgebench.cli", "leaderboard"], tmp_path)
     assert len([line for line in board.stdout.splitlines() if line.startswith(("| oneshot", "| refine"))]) == 4

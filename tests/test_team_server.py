@@ -9,9 +9,9 @@ import pytest
 
 from harness.record import mlflow_client
 from tests.team_server import TeamServer, postgres_bin
-from tests.test_suite import suite_command, user_env
+from tests.test_suite import SMALL_PAIR, suite_command, user_env
 
-TASKS = "tasks=[rmsnorm_qwen,silu_and_mul_qwen]"
+TASKS = f"tasks={SMALL_PAIR}"
 
 
 @pytest.mark.slow
@@ -40,7 +40,7 @@ def test_two_suites_at_once_record_everything_once_on_a_postgresql_backed_server
         assert all(p.info.status == "FINISHED" for p in parents)
         children = client.search_runs([experiment.experiment_id], "tags.`forgebench.kind` = 'task'")
         pairs = sorted((c.data.tags["model.label"], c.data.tags["task"]) for c in children)
-        assert pairs == sorted((label, task) for label in runs for task in ("rmsnorm_qwen", "silu_and_mul_qwen"))
+        assert pairs == sorted((label, task) for label in runs for task in ("rmsnorm_small", "silu_and_mul_small"))
         for child in children:
             names = {a.path for a in client.list_artifacts(child.info.run_id)}
             assert {"best_kernel.py", "best_result.json", "tree.jsonl", "transcripts"} <= names, names

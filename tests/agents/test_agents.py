@@ -19,8 +19,9 @@ from harness.llm.offline import OfflineModel
 from harness.prompts import build_messages
 from harness.tasks import Task, resolve_one
 from tests.loopback_llm import LoopbackLLM
+from tests.test_suite import SILU_SMALL
 
-TASK = resolve_one("silu_and_mul_qwen")
+TASK = resolve_one(str(SILU_SMALL))
 ADVICE_HEADING = "## The analyst's recommendations for this version"
 
 

@@ -27,7 +27,7 @@ from harness.llm.offline import OfflineModel
 from harness.prompts import estimate_tokens
 from harness.tasks import resolve_one
 from tests.loopback_llm import LoopbackLLM
-from tests.test_suite import suite, suite_command, user_env
+from tests.test_suite import RMSNORM_SMALL, suite, suite_command, user_env
 
 TASK = resolve_one("silu_and_mul_qwen")
 
@@ -204,12 +204,12 @@ def test_kill_9_with_calls_in_flight_then_the_same_command_resumes(tmp_path):
     it asks only what was never answered, and the rounds still to choose."""
     tmp_path.chmod(0o711)
     answers = ServerAnswers(delay_s=0.05, held_from=4)
-    folder = tmp_path / "resumable" / "tasks" / "rmsnorm_qwen"
+    folder = tmp_path / "resumable" / "tasks" / "rmsnorm_small"
     with LoopbackLLM(answers) as server:
         options = [
             "--agent=mcts",
             "--model=openai/loopback-coder",
-            "--tasks=rmsnorm_qwen",
+            f"--tasks={RMSNORM_SMALL}",
             "--rounds=6",
             *("--override", "agent.in_flight=3", "--override", "run_dir=resumable"),
             *("--override", f"model.api_base={server.api_base}", "--override", "model.api_key_env=LOOPBACK_KEY"),

@@ -12,15 +12,17 @@ from pathlib import Path
 import pytest
 
 from harness.evaluate import confine
+from tests.test_suite import RMSNORM_SMALL
 
 CANDIDATES = Path(__file__).parents[1] / "candidates"
 
 
 def _eval_rmsnorm(candidate: Path, *overrides: str) -> list[str]:
-    """`forgebench eval` of a candidate for rmsnorm_qwen, as a user types it."""
+    """`forgebench eval` of an RMSNorm candidate, as a user types it (a small task: the routes to a
+    credential are under test, not the kernel)."""
     given = [arg for override in overrides for arg in ("--override", override)]
     cli = [sys.executable, "-m", "forgebench.cli"]
-    return [*cli, "eval", "--task", "rmsnorm_qwen", "--candidate", str(candidate), *given]
+    return [*cli, "eval", "--task", str(RMSNORM_SMALL), "--candidate", str(candidate), *given]
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="workers drop to the user nobody only when the harness runs as root")
@@ -104,7 +106,7 @@ def test_a_harness_run_by_a_normal_user_leaks_no_credential(tmp_path, landlock):
         tmp_path.chmod(0o711)
         for path in [folder, *folder.rglob("*")]:
             os.chown(path, 65534, 65534)
-    harness = [sys.executable, "-m", "forgebench.cli", "eval", "--task", "rmsnorm_qwen", "--candidate", str(snoop)]
+    harness = [sys.executable, "-m", "forgebench.cli", "eval", "--task", str(RMSNORM_SMALL), "--candidate", str(snoop)]
     harness += ["--json", "--override", "evaluate.budget_ms=20", "--override", "evaluate.check_seeds=[1]"]
     harness += ["--override", f"platform.confine={str(landlock).lower()}"]
     # A shell that stays the harness's parent (it does not exec the last command): a same-uid ancestor.

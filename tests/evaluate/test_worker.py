@@ -15,6 +15,7 @@ from harness.errors import ForgeBenchError
 from harness.evaluate import stdlib_copy
 from harness.evaluate.report import WorkerReport
 from harness.tasks import resolve_one
+from tests.test_suite import RMSNORM_SMALL
 
 
 def test_a_forged_report_of_the_wrong_types_is_refused():
@@ -51,7 +52,7 @@ def test_a_load_inline_candidate_is_correct_whoever_runs_the_harness(make_evalua
     # The worker's default time: a cold load_inline build beside CI's other workers on two cores can
     # pass the tests' 60 s (77 s once), which says nothing of who runs the harness.
     evaluator = make_evaluator(timeout_s=300)
-    result = evaluator.evaluate(resolve_one("rmsnorm_qwen"), (CANDIDATES / "rmsnorm_load_inline.py").read_text())
+    result = evaluator.evaluate(resolve_one(str(RMSNORM_SMALL)), (CANDIDATES / "rmsnorm_load_inline.py").read_text())
     assert result.verdict == "correct", result.reason
 
 
@@ -61,4 +62,4 @@ def test_a_worker_that_cannot_read_the_standard_library_is_the_harness_fault(mak
     # (Without the precompiled header: the worker fails before any build, which need not wait for it.)
     evaluator = make_evaluator(overrides=("platform.precompiled_header=false",))
     with pytest.raises(ForgeBenchError, match="the harness's fault, not the candidate's"):
-        evaluator.evaluate(resolve_one("rmsnorm_qwen"), (CANDIDATES / "rmsnorm_load_inline.py").read_text())
+        evaluator.evaluate(resolve_one(str(RMSNORM_SMALL)), (CANDIDATES / "rmsnorm_load_inline.py").read_text())

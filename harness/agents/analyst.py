@@ -14,7 +14,7 @@ from string import Template
 
 from harness.agents.base import AgentContext, AgentOutcome, call_model, expand, new_node
 from harness.agents.refine import next_step
-from harness.agents.tree import Node, SearchTree
+from harness.agents.tree import Action, Node, SearchTree
 from harness.evaluate import EvalResult, Evaluator
 from harness.prompts import PROMPTS_DIR, platform_notes, task_section
 from harness.tasks import Task
@@ -131,7 +131,7 @@ def analyst_messages(ctx: AgentContext, node: Node, profile: dict) -> list[dict[
 
 
 def analysis_of(tree: SearchTree, node: Node) -> Node | None:
-    return next((n for n in tree.nodes if n.action == "analyst" and n.parent_id == node.id), None)
+    return next((n for n in tree.nodes if n.action == Action.ANALYST and n.parent_id == node.id), None)
 
 
 def analyse(ctx: AgentContext, node: Node) -> Node:
@@ -146,7 +146,7 @@ def analyse(ctx: AgentContext, node: Node) -> Node:
         new_node(
             node_id,
             node.id,
-            "analyst",
+            Action.ANALYST,
             prompt_id,
             completion,
             started,
@@ -168,7 +168,7 @@ class Analyst:
         while (reason := ctx.budget.exhausted(ctx.tree)) is None:
             action, parent = next_step(ctx.tree, self.max_repairs)
             advice = ""
-            if action == "refine":
+            if action == Action.REFINE:
                 analysis = analysis_of(ctx.tree, parent)
                 # Advice the last round could not act on is not worth a call.
                 if analysis is None and ctx.budget.rounds - len(ctx.tree) > 1:

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.agents.tree import Node, SearchTree
+from harness.agents.tree import Action, Node, SearchTree
 from harness.budget import Budget
 from harness.evaluate import Evaluator
 from harness.llm.base import ChatModel, Completion, ModelCallError, extract_code
@@ -80,14 +80,14 @@ def attempts_for_prompt(tree: SearchTree, limit: int = 30) -> list[tuple[str | N
 
 def attempts_among(nodes: list[Node], limit: int = 30) -> list[tuple[str | None, str]]:
     """`attempts_for_prompt` over some nodes (a prefix of the tree: what a prompt was built from)."""
-    candidates = [n for n in nodes if n.action != "analyst"]  # an analyst's advice is no attempt
+    candidates = [n for n in nodes if n.action != Action.ANALYST]  # an analyst's advice is no attempt
     failed = [n for n in candidates if not n.correct]
     recent = candidates[-limit:]
     chosen = sorted({n.id: n for n in failed[-limit:] + recent}.values(), key=lambda n: n.id)
     return [(n.source, n.outcome()) for n in chosen[-limit:]]
 
 
-def expand(ctx: AgentContext, action: str, parent: Node | None, advice: str = "") -> Node:
+def expand(ctx: AgentContext, action: Action, parent: Node | None, advice: str = "") -> Node:
     """One round: build the prompt, ask the model, evaluate its code, persist the node.
     `advice` is an analyst's text on the parent, quoted in the prompt."""
     started = time.monotonic()
@@ -109,7 +109,7 @@ def land(
     ctx: AgentContext,
     node_id: int,
     parent_id: int | None,
-    action: str,
+    action: Action,
     prompt_id: str,
     completion: Completion,
     failure: str | None,
@@ -149,7 +149,13 @@ def answer_or_failure(
 
 
 def new_node(
-    node_id: int, parent_id: int | None, action: str, prompt_id: str, completion: Completion, started: float, **fields
+    node_id: int,
+    parent_id: int | None,
+    action: Action,
+    prompt_id: str,
+    completion: Completion,
+    started: float,
+    **fields,
 ) -> Node:
     """A tree node carrying the call's ids, cost and tokens, and the round's wall time."""
     return Node(

@@ -7,6 +7,7 @@ different answers rather than one answer N times.
 from __future__ import annotations
 
 from harness.agents.base import AgentContext, AgentOutcome, expand
+from harness.agents.tree import Action
 
 
 class BestOfN:
@@ -14,5 +15,5 @@ class BestOfN:
 
     def run(self, ctx: AgentContext) -> AgentOutcome:
         while (reason := ctx.budget.exhausted(ctx.tree)) is None:
-            expand(ctx, "new", None)
+            expand(ctx, Action.NEW, None)
         return AgentOutcome(ctx.tree.best(), reason, ctx.tree)

@@ -8,7 +8,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from harness.agents.base import AgentContext, answer_or_failure, land, record_prompt, stored_messages
-from harness.agents.tree import Dispatch, Node
+from harness.agents.tree import Action, Dispatch, Node
 from harness.errors import ForgeBenchError
 
 
@@ -58,7 +58,7 @@ class InFlight:
         """Calls in flight that expand the same parent (None: new kernels)."""
         return self.parents().count(parent.id if parent else None)
 
-    def send(self, parent: Node | None, action: str, messages: list[dict[str, str]], sibling: int = 0) -> Dispatch:
+    def send(self, parent: Node | None, action: Action, messages: list[dict[str, str]], sibling: int = 0) -> Dispatch:
         """Journal and send a call whose prompt was built from the tree as it stands now, with
         `sibling` calls for the same parent already in flight."""
         tree = self.ctx.tree

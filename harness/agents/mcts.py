@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from harness.agents.base import AgentContext, AgentOutcome, attempts_among
 from harness.agents.inflight import InFlight
 from harness.agents.lineage import fit, lineage
-from harness.agents.tree import Node, SearchTree
+from harness.agents.tree import Action, Node, SearchTree
 from harness.prompts import build_messages, sibling_section
 
 
@@ -38,7 +38,7 @@ class MCTS:
                 while flight.has_room() and ctx.budget.exhausted(ctx.tree, len(flight)) is None:
                     if not flight.resend():
                         parent = self.select(ctx.tree, flight.parents())
-                        action = "new" if parent is None else ("refine" if parent.correct else "repair")
+                        action = Action.NEW if parent is None else (Action.REFINE if parent.correct else Action.REPAIR)
                         sibling = flight.siblings(parent)
                         messages = self.messages(ctx, ctx.tree.nodes, parent, action, sibling)
                         flight.send(parent, action, messages, sibling)
@@ -48,7 +48,7 @@ class MCTS:
         return AgentOutcome(ctx.tree.best(), ctx.budget.exhausted(ctx.tree), ctx.tree)
 
     def messages(
-        self, ctx: AgentContext, view: list[Node], parent: Node | None, action: str, sibling: int = 0
+        self, ctx: AgentContext, view: list[Node], parent: Node | None, action: Action, sibling: int = 0
     ) -> list[dict[str, str]]:
         """The prompt for expanding `parent` from the landed nodes `view` with `sibling` calls for
         the same parent in flight: a pure function of them, so the tree alone gives back the exact

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from harness.agents.base import AgentContext, AgentOutcome, expand
+from harness.agents.tree import Action
 
 
 class OneShot:
@@ -10,5 +11,5 @@ class OneShot:
 
     def run(self, ctx: AgentContext) -> AgentOutcome:
         if not ctx.tree.nodes and not ctx.budget.exhausted(ctx.tree):
-            expand(ctx, "new", None)
+            expand(ctx, Action.NEW, None)
         return AgentOutcome(ctx.tree.best(), "done", ctx.tree)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.agents.base import AgentContext, AgentOutcome, expand
-from harness.agents.tree import Node, SearchTree
+from harness.agents.tree import Action, Node, SearchTree
 
 
 def failed_lineage(tree: SearchTree, node: Node) -> int:
@@ -21,16 +21,16 @@ def failed_lineage(tree: SearchTree, node: Node) -> int:
     return depth
 
 
-def next_step(tree: SearchTree, max_repairs: int) -> tuple[str, Node | None]:
+def next_step(tree: SearchTree, max_repairs: int) -> tuple[Action, Node | None]:
     """Repair the last candidate while it failed and its lineage has repairs left; else refine the
     best correct candidate; else, with none correct yet, start anew."""
-    candidates = [n for n in tree.nodes if n.action != "analyst"]
+    candidates = [n for n in tree.nodes if n.action != Action.ANALYST]
     last = candidates[-1] if candidates else None
     repairable = last is not None and not last.correct and last.source is not None
     if repairable and failed_lineage(tree, last) <= max_repairs:
-        return "repair", last
+        return Action.REPAIR, last
     best = tree.best()
-    return ("refine", best) if best else ("new", None)
+    return (Action.REFINE, best) if best else (Action.NEW, None)
 
 
 @dataclass

@@ -4,18 +4,28 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 from harness import serial
 from harness.evaluate.result import EvalResult
 
 
+class Action(StrEnum):
+    """What a node's prompt asked for; the values are what trees on disk hold."""
+
+    NEW = "new"  # a kernel from the task alone
+    REFINE = "refine"  # a correct parent, made faster
+    REPAIR = "repair"  # a failed parent, fixed
+    ANALYST = "analyst"  # the analyst's advice on its parent: no attempt of its own
+
+
 @dataclass
 class Node:
     id: int
     parent_id: int | None
-    action: str
+    action: Action
     prompt_id: str
     response_id: str
     source: str | None  # None when the answer held no code
@@ -55,7 +65,7 @@ class Dispatch:
 
     id: int
     parent_id: int | None
-    action: str
+    action: Action
     prompt_id: str
     seen: int  # how many landed nodes (in landing order) the prompt was built from
     sibling: int = 0  # calls already in flight for the same parent when this one was sent
@@ -86,7 +96,7 @@ class SearchTree:
         self.on_add = on_add
         self.journal_path = self.path.with_name(self.path.stem + ".inflight.jsonl")
         self.nodes: list[Node] = [Node.from_dict(data) for data in _read_lines(self.path)]
-        self.dispatches: list[Dispatch] = [Dispatch(**data) for data in _read_lines(self.journal_path)]
+        self.dispatches: list[Dispatch] = [serial.from_dict(Dispatch, data) for data in _read_lines(self.journal_path)]
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -104,7 +114,7 @@ class SearchTree:
 
     def dispatch(self, record: Dispatch) -> Dispatch:
         """Journal a model call before it is sent."""
-        _append(self.journal_path, asdict(record))
+        _append(self.journal_path, serial.to_dict(record))
         self.dispatches.append(record)
         return record
 

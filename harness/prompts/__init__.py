@@ -154,7 +154,8 @@ def build_messages(
     context: str = "",
 ) -> list[dict[str, str]]:
     """The exact chat a model sees for one expansion; rebuilt from the tree, it is the same.
-    `advice` is the analyst's text on the version to improve (refine and repair prompts only);
+    `action` is a tree node's Action (harness/agents/tree.py), read here by its value: "new",
+    "refine" or "repair". `advice` is the analyst's text on the version to improve (refine and repair prompts only);
     `context` a `context_section` (lineage: best, recent and ancestor nodes)."""
     fields = {
         "task": task_section(task, platform),

@@ -10,7 +10,7 @@ import pytest
 from harness.agents.analyst import analyse, measurements, profile_table
 from harness.agents.base import AgentContext, AgentOutcome, attempts_for_prompt
 from harness.agents.refine import next_step
-from harness.agents.tree import Node, SearchTree
+from harness.agents.tree import Action, Node, SearchTree
 from harness.budget import Budget
 from harness.config import compose, instantiate
 from harness.evaluate import EvalResult, Evaluator
@@ -214,6 +214,18 @@ def _tree(tmp_path: Path, *nodes: Node) -> SearchTree:
     for node in nodes:
         tree.add(node)
     return tree
+
+
+def test_a_tree_on_disk_holds_each_action_by_its_value_and_reads_back_actions(tmp_path):
+    _tree(tmp_path, _node(0, "correct", action=Action.NEW), _node(1, "correct", 0, Action.REFINE))
+    assert [json.loads(line)["action"] for line in (tmp_path / "tree.jsonl").read_text().splitlines()] == [
+        "new",
+        "refine",
+    ]
+    assert [n.action for n in SearchTree(tmp_path / "tree.jsonl").nodes] == [Action.NEW, Action.REFINE]
+    (tmp_path / "tree.jsonl").write_text(json.dumps({**_node(2, "correct").to_dict(), "action": "rewrite"}) + "\n")
+    with pytest.raises(ValueError, match=r"Node\.action is 'rewrite', not one of"):
+        SearchTree(tmp_path / "tree.jsonl")
 
 
 def test_refine_repairs_a_failure_up_to_its_limit_then_starts_anew(tmp_path):

@@ -80,7 +80,7 @@ def attempts_for_prompt(tree: SearchTree, limit: int = 30) -> list[tuple[str | N
 
 def attempts_among(nodes: list[Node], limit: int = 30) -> list[tuple[str | None, str]]:
     """`attempts_for_prompt` over some nodes (a prefix of the tree: what a prompt was built from)."""
-    candidates = [n for n in nodes if n.action != Action.ANALYST]  # an analyst's advice is no attempt
+    candidates = [n for n in nodes if n.attempt]
     failed = [n for n in candidates if not n.correct]
     recent = candidates[-limit:]
     chosen = sorted({n.id: n for n in failed[-limit:] + recent}.values(), key=lambda n: n.id)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from harness.agents.tree import Action, Node
+from harness.agents.tree import Node
 from harness.prompts import approach_line, context_section, estimate_tokens
 
 Messages = list[dict[str, str]]
@@ -40,7 +40,7 @@ def _label(kind: str, node: Node) -> str:
 def lineage(view: list[Node], parent: Node | None, recent: int) -> Lineage:
     """The context for expanding `parent` (None: a new kernel) from the nodes in `view`, which
     are in landing order. The parent itself is not an entry: its prompt shows it in full."""
-    candidates = [n for n in view if n.action != Action.ANALYST]
+    candidates = [n for n in view if n.attempt]
     by_id = {n.id: n for n in candidates}
     best = max((n for n in candidates if n.correct), key=lambda n: n.speedup, default=None)
     ancestors: list[Node] = []  # oldest first

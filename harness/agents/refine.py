@@ -24,7 +24,7 @@ def failed_lineage(tree: SearchTree, node: Node) -> int:
 def next_step(tree: SearchTree, max_repairs: int) -> tuple[Action, Node | None]:
     """Repair the last candidate while it failed and its lineage has repairs left; else refine the
     best correct candidate; else, with none correct yet, start anew."""
-    candidates = [n for n in tree.nodes if n.action != Action.ANALYST]
+    candidates = [n for n in tree.nodes if n.attempt]
     last = candidates[-1] if candidates else None
     repairable = last is not None and not last.correct and last.source is not None
     if repairable and failed_lineage(tree, last) <= max_repairs:

@@ -38,6 +38,11 @@ class Node:
     extra: dict = field(default_factory=dict)
 
     @property
+    def attempt(self) -> bool:
+        """A kernel attempt: every node but an analyst's advice."""
+        return self.action != Action.ANALYST
+
+    @property
     def correct(self) -> bool:
         return self.result is not None and self.result.correct
 
